@@ -1,0 +1,45 @@
+// In-memory bag dataset: pixels grouped by bag, one observation per bag.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "types.hpp"
+
+namespace vbagg {
+
+// Pixels are stored bag by bag: bag a owns the columns [offsets[a], offsets[a+1]) of `inputs`.
+// A pixel that straddles a unit border appears once in each unit it overlaps, with its share of
+// area in `coverage`.
+struct Dataset {
+  Matrix inputs;                // D x N, one column per pixel (standardised covariates, coordinates)
+  Vector population;            // N, weight p_i >= 0 (population, or 1 for unweighted problems)
+  Vector coverage;              // N, fraction c_i in (0, 1] of the pixel inside its bag
+  std::vector<Index> offsets;   // n + 1, offsets[0] = 0, offsets[n] = N
+  Vector response;              // n, bag observation y_a
+  std::vector<std::string> input_names;  // D (optional; empty means unnamed)
+  std::vector<std::string> bag_ids;      // n (optional)
+
+  Index num_pixels() const { return inputs.cols(); }
+  Index num_inputs() const { return inputs.rows(); }
+  Index num_bags() const { return static_cast<Index>(offsets.size()) - 1; }
+  Index bag_begin(Index a) const { return offsets[a]; }
+  Index bag_size(Index a) const { return offsets[a + 1] - offsets[a]; }
+  // Effective weight c_i p_i of every pixel.
+  Vector weights() const { return coverage.cwiseProduct(population); }
+  // P_a = sum of effective weights in each bag.
+  Vector bag_weights() const;
+  std::string bag_name(Index a) const;
+
+  // Throws DataError naming the first inconsistency (sizes, NaN, negative weights, empty bags).
+  void validate() const;
+};
+
+// Builds a dataset whose bags are given by a bag index per pixel (pixels need not be sorted).
+Dataset make_dataset(const Matrix& inputs, const Vector& population, const std::vector<Index>& bag_of_pixel,
+                     const Vector& response);
+
+// The sub-dataset of the listed bags, in the given order.
+Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags);
+
+}  // namespace vbagg

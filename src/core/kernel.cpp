@@ -1,0 +1,241 @@
+#include "kernel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+namespace vbagg {
+
+namespace {
+
+const double kSqrt3 = std::sqrt(3.0);
+const double kSqrt5 = std::sqrt(5.0);
+
+// kappa(r^2) and, when dk is non-null, d kappa / d(r^2), elementwise (vectorised by Eigen).
+// At r = 0 the derivative of matern12 is unbounded but it only ever multiplies a factor that
+// vanishes with r, so 0 is returned there.
+void profile(KernelType type, const Matrix& r2, Eigen::ArrayXXd& k, Eigen::ArrayXXd* dk) {
+  const auto d = r2.array();
+  switch (type) {
+    case KernelType::rbf:
+    case KernelType::ard:
+      k = (-0.5 * d).exp();
+      if (dk) *dk = -0.5 * k;
+      return;
+    case KernelType::matern12: {
+      const Eigen::ArrayXXd r = d.sqrt();
+      k = (-r).exp();
+      if (dk) *dk = (r > 0).select(-k / (2 * r), 0.0);
+      return;
+    }
+    case KernelType::matern32: {
+      const Eigen::ArrayXXd r = d.sqrt(), e = (-kSqrt3 * r).exp();
+      k = (1 + kSqrt3 * r) * e;
+      if (dk) *dk = -1.5 * e;
+      return;
+    }
+    case KernelType::matern52: {
+      const Eigen::ArrayXXd r = d.sqrt(), e = (-kSqrt5 * r).exp();
+      k = (1 + kSqrt5 * r + 5.0 / 3.0 * d) * e;
+      if (dk) *dk = -5.0 / 6.0 * (1 + kSqrt5 * r) * e;
+      return;
+    }
+  }
+}
+
+// Rows of the part, divided by the lengthscale(s).
+Matrix scaled(const KernelPart& p, const Matrix& X) {
+  const Vector inv_ls = (-p.log_lengthscale.array()).exp();
+  if (p.log_lengthscale.size() == 1) return X.middleRows(p.begin, p.dim) * inv_ls[0];
+  return inv_ls.asDiagonal() * X.middleRows(p.begin, p.dim);
+}
+
+void sqdist(const Matrix& Z1, const Matrix& Z2, Matrix& D) {
+  D.noalias() = -2.0 * Z1.transpose() * Z2;
+  D.colwise() += Z1.colwise().squaredNorm().transpose();
+  D.rowwise() += Z2.colwise().squaredNorm();
+  D = D.cwiseMax(0.0);
+}
+
+}  // namespace
+
+KernelType parse_kernel_type(const std::string& name) {
+  if (name == "rbf") return KernelType::rbf;
+  if (name == "ard") return KernelType::ard;
+  if (name == "matern12") return KernelType::matern12;
+  if (name == "matern32") return KernelType::matern32;
+  if (name == "matern52") return KernelType::matern52;
+  throw ConfigError("unknown kernel '" + name + "' (allowed: rbf, ard, matern12, matern32, matern52)");
+}
+
+std::string to_string(KernelType type) {
+  switch (type) {
+    case KernelType::rbf: return "rbf";
+    case KernelType::ard: return "ard";
+    case KernelType::matern12: return "matern12";
+    case KernelType::matern32: return "matern32";
+    case KernelType::matern52: return "matern52";
+  }
+  return "?";
+}
+
+Kernel::Kernel(std::vector<KernelPart> parts) : parts_(std::move(parts)) {
+  for (const auto& p : parts_) {
+    const Index want = p.type == KernelType::ard ? p.dim : 1;
+    if (p.dim < 1 || p.log_lengthscale.size() != want)
+      throw ConfigError("kernel part '" + to_string(p.type) + "' has inconsistent dimensions");
+  }
+}
+
+Index Kernel::num_params() const {
+  Index n = 0;
+  for (const auto& p : parts_) n += p.num_params();
+  return n;
+}
+
+Vector Kernel::params() const {
+  Vector theta(num_params());
+  Index k = 0;
+  for (const auto& p : parts_) {
+    theta[k++] = p.log_variance;
+    theta.segment(k, p.log_lengthscale.size()) = p.log_lengthscale;
+    k += p.log_lengthscale.size();
+  }
+  return theta;
+}
+
+void Kernel::set_params(const Vector& theta) {
+  Index k = 0;
+  for (auto& p : parts_) {
+    p.log_variance = theta[k++];
+    p.log_lengthscale = theta.segment(k, p.log_lengthscale.size());
+    k += p.log_lengthscale.size();
+  }
+}
+
+std::vector<std::string> Kernel::param_names() const {
+  std::vector<std::string> names;
+  for (size_t c = 0; c < parts_.size(); ++c) {
+    const auto& p = parts_[c];
+    const std::string base = "part" + std::to_string(c) + "." + to_string(p.type);
+    names.push_back(base + ".log_variance");
+    for (Index d = 0; d < p.log_lengthscale.size(); ++d)
+      names.push_back(base + ".log_lengthscale" + (p.log_lengthscale.size() > 1 ? "[" + std::to_string(d) + "]" : ""));
+  }
+  return names;
+}
+
+double Kernel::diag_value() const {
+  double s = 0;
+  for (const auto& p : parts_) s += std::exp(p.log_variance);
+  return s;
+}
+
+void Kernel::diag_backward(double g, Vector& grad) const {
+  Index k = 0;
+  for (const auto& p : parts_) {
+    grad[k] += g * std::exp(p.log_variance);
+    k += p.num_params();
+  }
+}
+
+void Kernel::cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* cache) const {
+  K.setZero(X1.cols(), X2.cols());
+  if (cache) cache->sqdist.resize(parts_.size());
+  Matrix local;
+  for (size_t c = 0; c < parts_.size(); ++c) {
+    const auto& p = parts_[c];
+    Matrix& D = cache ? cache->sqdist[c] : local;
+    sqdist(scaled(p, X1), scaled(p, X2), D);
+    Eigen::ArrayXXd k;
+    profile(p.type, D, k, nullptr);
+    K.array() += std::exp(p.log_variance) * k;
+  }
+}
+
+void Kernel::cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G, const KernelCache& cache,
+                            Vector& grad_theta, Matrix* grad_X1) const {
+  Index offset = 0;
+  Matrix H;
+  for (size_t c = 0; c < parts_.size(); ++c) {
+    const auto& p = parts_[c];
+    const Matrix& D = cache.sqdist[c];
+    const double var = std::exp(p.log_variance);
+    Eigen::ArrayXXd k, dk;
+    profile(p.type, D, k, &dk);
+    grad_theta[offset] += var * (G.array() * k).sum();
+    H = (G.array() * (var * dk)).matrix();  // dL/d(r^2_ij)
+
+    // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
+    const Matrix Z1 = scaled(p, X1), Z2 = scaled(p, X2);
+    const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
+    const Matrix Z2Ht = Z2 * H.transpose();  // dim x n1
+    const Vector per_dim = Z1.array().square().matrix() * h1 + Z2.array().square().matrix() * h2 -
+                           2.0 * Z1.cwiseProduct(Z2Ht).rowwise().sum();
+    if (p.log_lengthscale.size() == 1)
+      grad_theta[offset + 1] += -2.0 * per_dim.sum();
+    else
+      grad_theta.segment(offset + 1, p.dim) += -2.0 * per_dim;
+
+    if (grad_X1) {
+      // d r^2_ij / d x1_id = 2 (z1_id - z2_jd) / l_d
+      const Vector inv_ls = (-p.log_lengthscale.array()).exp();
+      Matrix g = 2.0 * (Z1 * h1.asDiagonal() - Z2Ht);
+      if (inv_ls.size() == 1)
+        g *= inv_ls[0];
+      else
+        g = inv_ls.asDiagonal() * g;
+      grad_X1->middleRows(p.begin, p.dim) += g;
+    }
+    offset += p.num_params();
+  }
+}
+
+Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords) {
+  std::vector<KernelPart> parts;
+  auto add = [&](const std::string& name, Index begin, Index dim, const char* what) {
+    if (name == "none") return;
+    if (dim == 0) throw ConfigError(std::string("kernel for ") + what + " is '" + name + "' but there are no " + what);
+    KernelPart p;
+    p.type = parse_kernel_type(name);
+    p.begin = begin;
+    p.dim = dim;
+    p.log_lengthscale = Vector::Zero(p.type == KernelType::ard ? dim : 1);
+    parts.push_back(p);
+  };
+  if (covariates != "none" && covariates != "ard" && covariates != "rbf" && covariates != "matern12" &&
+      covariates != "matern32" && covariates != "matern52")
+    throw ConfigError("unknown covariate kernel '" + covariates + "' (allowed: ard, rbf, matern12, matern32, matern52, none)");
+  if (space != "none" && space != "rbf" && space != "matern12" && space != "matern32" && space != "matern52")
+    throw ConfigError("unknown space kernel '" + space + "' (allowed: matern12, matern32, matern52, rbf, none)");
+  add(covariates, 0, num_covariates, "covariates");
+  add(space, num_covariates, num_coords, "coordinates");
+  if (parts.empty()) throw ConfigError("the kernel has no part: covariates and space kernels are both 'none'");
+  return Kernel(parts);
+}
+
+void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed) {
+  const Index n = inputs.cols();
+  const Index sample = std::min<Index>(n, 1000);
+  std::mt19937_64 rng(seed);
+  std::vector<Index> idx(n);
+  for (Index i = 0; i < n; ++i) idx[i] = i;
+  for (Index i = 0; i < sample; ++i) std::swap(idx[i], idx[i + static_cast<Index>(rng() % (n - i))]);
+  for (auto& p : kernel.parts()) {
+    std::vector<double> dist;
+    dist.reserve(sample * (sample - 1) / 2);
+    for (Index a = 0; a < sample; ++a)
+      for (Index b = a + 1; b < sample; ++b)
+        dist.push_back((inputs.col(idx[a]).segment(p.begin, p.dim) - inputs.col(idx[b]).segment(p.begin, p.dim)).norm());
+    double median = 1.0;
+    if (!dist.empty()) {
+      std::nth_element(dist.begin(), dist.begin() + dist.size() / 2, dist.end());
+      median = dist[dist.size() / 2];
+    }
+    if (!(median > 0)) median = 1.0;
+    p.log_variance = 0.0;
+    p.log_lengthscale.setConstant(std::log(median));
+  }
+}
+
+}  // namespace vbagg

@@ -1,0 +1,95 @@
+// The VBAgg model: GP prior, whitened variational posterior and bag likelihood, plus the packing
+// of its free parameters into one vector for the optimisers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernel.hpp"
+#include "types.hpp"
+
+namespace vbagg {
+
+enum class LikelihoodKind { poisson, normal, exponential };
+enum class Link { exp, square, identity };
+// How a bag term that needs the within-bag covariance gets it (MODEL.md 4b, 4c).
+enum class CovarianceMode { nystrom, exact };
+// Normal bag model: y_a is sum_i p_i f_i (sum) or that divided by P_a (mean).
+enum class Aggregation { sum, mean };
+
+LikelihoodKind parse_likelihood(const std::string& s);
+Link parse_link(const std::string& s);
+CovarianceMode parse_covariance_mode(const std::string& s);
+Aggregation parse_aggregation(const std::string& s);
+std::string to_string(LikelihoodKind v);
+std::string to_string(Link v);
+std::string to_string(CovarianceMode v);
+std::string to_string(Aggregation v);
+
+struct ModelSpec {
+  LikelihoodKind likelihood = LikelihoodKind::poisson;
+  Link link = Link::exp;
+  CovarianceMode covariance = CovarianceMode::nystrom;
+  Aggregation aggregation = Aggregation::sum;
+  bool learn_inducing = false;
+
+  // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square).
+  void validate() const;
+};
+
+struct Model {
+  ModelSpec spec;
+  Kernel kernel;
+  Matrix inducing;          // D x M inducing inputs W
+  Vector q_mean;            // m_v (M)
+  Matrix q_chol;            // L_v (M x M lower, positive diagonal)
+  double mean = 0.0;        // constant prior mean mu
+  double log_noise = 0.0;   // log tau of the Normal bag model
+  double jitter = 1e-6;     // relative jitter: K_WW + jitter * k(x,x) * I
+
+  Index num_inducing() const { return inducing.cols(); }
+  Index num_inputs() const { return inducing.rows(); }
+
+  // Free parameters in a fixed order: m_v, L_v (lower triangle by column, diagonal as its log),
+  // mu, kernel log-hyperparameters, log tau (normal only), W (when learned).
+  Index num_params() const;
+  Vector pack() const;
+  void unpack(const Vector& theta);
+  std::vector<std::string> param_names() const;
+};
+
+// Gradient of a scalar with respect to the model's parameters, in the model's own shapes.
+struct ModelGradient {
+  Vector q_mean;
+  Matrix q_chol;   // with respect to L_v entries (lower triangle)
+  double mean = 0;
+  Vector kernel;
+  double log_noise = 0;
+  Matrix inducing;  // D x M
+
+  explicit ModelGradient(const Model& m);
+  ModelGradient& operator+=(const ModelGradient& o);
+  // In the order of Model::pack, converting the L_v diagonal to its log parameterisation.
+  Vector pack(const Model& m) const;
+};
+
+// Quantities of q shared by every pixel, computed once per parameter value (O(M^3)).
+struct Posterior {
+  Matrix L;       // chol(K_WW + eps I)
+  Matrix Linv;    // L^{-1}
+  Vector alpha;   // L^{-T} m_v: mean m(x) = mu + k_W(x)^T alpha
+  Matrix B;       // L_v^T L^{-1}
+  Matrix Q;       // L^{-T}(I - S_v)L^{-1}: variance s^2(x) = k(x,x) - k_W(x)^T Q k_W(x)
+  double kdiag = 0;   // k(x, x)
+  double jitter_used = 0;  // relative jitter that made the Cholesky succeed
+};
+
+Posterior compute_posterior(const Model& model);
+
+// Per-pixel mean and variance of f for inputs stored one per column.
+void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var);
+
+// KL(q(v) || N(0, I)); adds its gradient to grad when non-null.
+double kl_divergence(const Model& model, ModelGradient* grad);
+
+}  // namespace vbagg

@@ -1,0 +1,67 @@
+// Random problems shared by the core tests.
+#pragma once
+
+#include <random>
+
+#include "core/dataset.hpp"
+#include "core/model.hpp"
+
+namespace vbagg::test {
+
+// A dataset with uneven bag sizes drawn from [min_size, max_size], Gaussian inputs and
+// population weights in [0.5, 2]. Responses suit the likelihood (counts, reals or positives).
+inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index D, LikelihoodKind lik,
+                              unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> unif(0.5, 2.0);
+  std::uniform_int_distribution<Index> size(min_size, max_size);
+  std::vector<Index> bag_of;
+  for (Index a = 0; a < bags; ++a) {
+    const Index n = size(rng);
+    for (Index i = 0; i < n; ++i) bag_of.push_back(a);
+  }
+  const Index N = static_cast<Index>(bag_of.size());
+  Matrix X(D, N);
+  for (Index i = 0; i < X.size(); ++i) X.data()[i] = normal(rng);
+  Vector p(N);
+  for (Index i = 0; i < N; ++i) p[i] = unif(rng);
+  Vector y(bags);
+  for (Index a = 0; a < bags; ++a) {
+    switch (lik) {
+      case LikelihoodKind::poisson: y[a] = std::floor(20 * unif(rng)); break;
+      case LikelihoodKind::normal: y[a] = 3 * normal(rng); break;
+      case LikelihoodKind::exponential: y[a] = unif(rng); break;
+    }
+  }
+  Dataset d = make_dataset(X, p, bag_of, y);
+  for (Index i = 0; i < N; ++i) d.coverage[i] = i % 7 == 0 ? 0.25 + 0.5 * unif(rng) / 2 : 1.0;
+  return d;
+}
+
+// A model with random (non-trivial) variational parameters so every gradient path is exercised.
+inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, Index D, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  Model m;
+  m.spec = spec;
+  m.kernel = kernel;
+  Vector theta = m.kernel.params();
+  for (Index i = 0; i < theta.size(); ++i) theta[i] = 0.3 * normal(rng);
+  m.kernel.set_params(theta);
+  m.inducing.resize(D, M);
+  for (Index i = 0; i < m.inducing.size(); ++i) m.inducing.data()[i] = normal(rng);
+  m.q_mean.resize(M);
+  for (Index i = 0; i < M; ++i) m.q_mean[i] = 0.5 * normal(rng);
+  m.q_chol = Matrix::Zero(M, M);
+  for (Index j = 0; j < M; ++j) {
+    m.q_chol(j, j) = 0.4 + 0.3 * std::abs(normal(rng));
+    for (Index i = j + 1; i < M; ++i) m.q_chol(i, j) = 0.1 * normal(rng);
+  }
+  m.mean = spec.link == Link::square ? 1.5 : 0.3;
+  m.log_noise = -0.5;
+  m.jitter = 1e-6;
+  return m;
+}
+
+}  // namespace vbagg::test
