@@ -1,0 +1,272 @@
+#include "fit.hpp"
+
+#include <LBFGS.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "inducing.hpp"
+#include "objective.hpp"
+#include "predict.hpp"
+
+namespace vbagg {
+
+Optimizer parse_optimizer(const std::string& s) {
+  if (s == "adam") return Optimizer::adam;
+  if (s == "lbfgs") return Optimizer::lbfgs;
+  throw ConfigError("unknown optimizer '" + s + "' (allowed: adam, lbfgs)");
+}
+std::string to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "lbfgs"; }
+
+Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& o) {
+  spec.validate();
+  train.validate();
+  if (o.inducing < 1) throw ConfigError("the number of inducing points must be at least 1");
+  Model m;
+  m.spec = spec;
+  m.kernel = kernel;
+  m.jitter = o.jitter;
+  KMeansOptions km;
+  km.seed = o.seed;
+  m.inducing = kmeans_plus_plus(train.inputs, o.inducing, km);
+  init_kernel_median_heuristic(m.kernel, train.inputs, o.seed);
+  const Index M = m.num_inducing();
+  m.q_mean = Vector::Zero(M);
+  m.q_chol = Matrix::Identity(M, M);
+  const double total_weight = train.bag_weights().sum();
+  const double rate = train.response.sum() / total_weight;
+  switch (spec.likelihood) {
+    case LikelihoodKind::poisson:
+    case LikelihoodKind::exponential:
+      if (!(rate > 0)) throw DataError("the training bags have no positive response; the rate cannot be initialised");
+      m.mean = spec.link == Link::square ? std::sqrt(rate) : std::log(rate) - 0.5;
+      break;
+    case LikelihoodKind::normal:
+      m.mean = spec.aggregation == Aggregation::mean ? train.response.mean() : rate;
+      m.log_noise = 0.0;
+      break;
+  }
+  return m;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+bool finite(const ObjectiveValue& v, const Vector& g) { return std::isfinite(v.elbo) && g.allFinite(); }
+
+// Tracks held-out NLL for early stopping and remembers the best parameters.
+struct HoldoutTracker {
+  const Dataset& data;
+  const std::vector<Index>& bags;
+  const FitOptions& options;
+  double best = INFINITY;
+  int best_epoch = 0;
+  Vector best_theta;
+  double best_jitter = 0;
+
+  double update(const Model& model, int epoch) {
+    if (bags.empty()) return NAN;
+    const double nll = bag_predictive_nll(model, data, bags, options.threads);
+    if (nll < best) {
+      best = nll;
+      best_epoch = epoch;
+      best_theta = model.pack();
+      best_jitter = model.jitter;
+    }
+    return nll;
+  }
+  bool exhausted(int epoch) const { return options.patience > 0 && !bags.empty() && epoch - best_epoch >= options.patience; }
+  void restore(Model& model) const {
+    if (best_theta.size()) {
+      model.unpack(best_theta);
+      model.jitter = best_jitter;
+    }
+  }
+};
+
+// Relative-change convergence test on successive epoch objectives.
+bool converged(double prev, double cur, double tol) {
+  return tol > 0 && std::isfinite(prev) && std::abs(cur - prev) <= tol * std::max(1.0, std::abs(prev));
+}
+
+FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
+                   const FitOptions& o) {
+  const auto t0 = Clock::now();
+  std::mt19937_64 rng(o.seed);
+  const Index n = static_cast<Index>(train.size());
+  const Index batch = std::max<Index>(1, std::min(o.batch_bags, n));
+  ObjectiveOptions obj;
+  obj.threads = o.threads;
+  Vector theta = model.pack();
+  Vector m1 = Vector::Zero(theta.size()), m2 = Vector::Zero(theta.size());
+  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  double lr = o.learning_rate;
+  long step = 0;
+  int failures = 0;
+  FitResult res;
+  double prev = NAN;
+  std::vector<Index> order = train;
+  Vector last_good = theta;
+  for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+    // Fisher-Yates with the project's own RNG draws, identical on every standard library.
+    for (Index i = n - 1; i > 0; --i) std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
+    double sum = 0;
+    int batches = 0;
+    for (Index start = 0; start < n; start += batch) {
+      const std::vector<Index> bags(order.begin() + start, order.begin() + std::min(n, start + batch));
+      Vector g;
+      ObjectiveValue v;
+      bool ok = true;
+      try {
+        v = elbo(model, data, bags, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
+        ok = finite(v, g);
+      } catch (const NumericalError&) {
+        ok = false;
+      }
+      if (!ok) {
+        // Roll back the step that led here and take smaller steps from now on.
+        if (++failures > 20)
+          throw NumericalError("the objective stayed non-finite after 20 step reductions (learning rate " +
+                               std::to_string(lr) + "); the data or settings cannot be fitted");
+        theta = last_good;
+        model.unpack(theta);
+        lr *= 0.5;
+        ++res.recovered_steps;
+        continue;
+      }
+      model.jitter = std::max(model.jitter, v.jitter_used);
+      last_good = theta;
+      sum += v.elbo;
+      ++batches;
+      ++step;
+      // Ascent on the ELBO.
+      m1 = b1 * m1 + (1 - b1) * g;
+      m2 = b2 * m2 + (1 - b2) * g.cwiseAbs2();
+      const double c1 = 1 - std::pow(b1, static_cast<double>(step)), c2 = 1 - std::pow(b2, static_cast<double>(step));
+      theta.array() += lr * (m1.array() / c1) / ((m2.array() / c2).sqrt() + eps);
+      model.unpack(theta);
+    }
+    EpochInfo info;
+    info.epoch = epoch;
+    info.elbo = batches ? sum / batches : NAN;
+    info.learning_rate = lr;
+    info.holdout_nll = holdout.update(model, epoch);
+    info.seconds = seconds_since(t0);
+    res.epochs = epoch;
+    res.elbo = info.elbo;
+    if (o.on_epoch && !o.on_epoch(info)) {
+      res.stop_reason = "callback";
+      return res;
+    }
+    if (holdout.exhausted(epoch)) {
+      res.stop_reason = "early_stopping";
+      return res;
+    }
+    if (converged(prev, info.elbo, o.tolerance)) {
+      res.stop_reason = "converged";
+      return res;
+    }
+    prev = info.elbo;
+  }
+  res.stop_reason = "max_epochs";
+  return res;
+}
+
+struct StopFit {
+  std::string reason;
+};
+
+FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
+                    const FitOptions& o) {
+  const auto t0 = Clock::now();
+  ObjectiveOptions obj;
+  obj.threads = o.threads;
+  FitResult res;
+  double prev = NAN;
+  int evals = 0;
+  Vector best_x = model.pack();
+  double best_f = INFINITY;
+  // LBFGSpp minimises; the objective is -ELBO. Each evaluation is a full pass over the data.
+  auto f = [&](const Vector& x, Vector& grad) -> double {
+    model.unpack(x);
+    ObjectiveValue v;
+    try {
+      v = elbo(model, data, train, 1.0, &grad, obj);
+    } catch (const NumericalError&) {
+      grad.setZero(x.size());
+      return INFINITY;  // the line search backs off
+    }
+    if (!finite(v, grad)) {
+      grad.setZero(x.size());
+      return INFINITY;
+    }
+    model.jitter = std::max(model.jitter, v.jitter_used);
+    grad = -grad;
+    ++evals;
+    if (-v.elbo < best_f) {
+      best_f = -v.elbo;
+      best_x = x;
+    }
+    EpochInfo info;
+    info.epoch = evals;
+    info.elbo = v.elbo;
+    info.holdout_nll = holdout.update(model, evals);
+    info.seconds = seconds_since(t0);
+    res.epochs = evals;
+    res.elbo = v.elbo;
+    if (o.on_epoch && !o.on_epoch(info)) throw StopFit{"callback"};
+    if (holdout.exhausted(evals)) throw StopFit{"early_stopping"};
+    if (converged(prev, v.elbo, o.tolerance)) throw StopFit{"converged"};
+    prev = v.elbo;
+    if (evals >= o.epochs) throw StopFit{"max_epochs"};
+    return -v.elbo;
+  };
+  LBFGSpp::LBFGSParam<double> param;
+  param.m = o.lbfgs_memory;
+  param.epsilon = 1e-6;
+  param.epsilon_rel = 1e-6;
+  param.max_iterations = 0;
+  param.max_linesearch = 40;
+  LBFGSpp::LBFGSSolver<double> solver(param);
+  Vector x = model.pack();
+  double fx;
+  try {
+    solver.minimize(f, x, fx);
+    res.stop_reason = "converged";
+  } catch (const StopFit& s) {
+    res.stop_reason = s.reason;
+  } catch (const std::runtime_error&) {
+    // The line search found no further decrease: the best point seen is the answer.
+    res.stop_reason = "line_search";
+  } catch (const std::logic_error&) {
+    res.stop_reason = "line_search";
+  }
+  if (!std::isfinite(best_f)) throw NumericalError("L-BFGS never evaluated a finite objective");
+  model.unpack(best_x);
+  res.elbo = -best_f;
+  return res;
+}
+
+}  // namespace
+
+FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
+              const FitOptions& options) {
+  if (train.empty()) throw DataError("there are no training bags");
+  if (options.epochs < 1) throw ConfigError("train.epochs must be at least 1");
+  if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
+  HoldoutTracker tracker{data, holdout, options};
+  FitResult res = options.optimizer == Optimizer::adam ? fit_adam(model, data, train, tracker, options)
+                                                       : fit_lbfgs(model, data, train, tracker, options);
+  if (!holdout.empty()) {
+    res.best_holdout_nll = tracker.best;
+    res.best_epoch = tracker.best_epoch;
+    if (options.patience > 0) tracker.restore(model);
+  }
+  return res;
+}
+
+}  // namespace vbagg

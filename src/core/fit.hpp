@@ -1,0 +1,63 @@
+// Model initialisation and the optimisers (MODEL.md sections 3 and 6).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dataset.hpp"
+#include "model.hpp"
+
+namespace vbagg {
+
+struct InitOptions {
+  Index inducing = 200;          // M (capped at the number of distinct training inputs)
+  double jitter = 1e-6;
+  unsigned long long seed = 1;
+};
+
+// q equal to the prior (m_v = 0, L_v = I), inducing inputs by k-means++ on the training pixels,
+// kernel by the median heuristic, constant mean matched to the overall rate for the link.
+Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& options);
+
+enum class Optimizer { adam, lbfgs };
+Optimizer parse_optimizer(const std::string& s);
+std::string to_string(Optimizer o);
+
+struct EpochInfo {
+  int epoch = 0;            // 1-based; for L-BFGS one full-batch evaluation
+  double elbo = 0;          // mean over the epoch's minibatches of the scaled ELBO estimate
+  double holdout_nll = NAN; // mean predictive NLL of the held-out bags (NaN without them)
+  double learning_rate = 0;
+  double seconds = 0;       // since the start of the fit
+};
+
+struct FitOptions {
+  Optimizer optimizer = Optimizer::adam;
+  double learning_rate = 0.01;
+  int epochs = 300;
+  Index batch_bags = 16;
+  double tolerance = 0;      // stop when |relative change| of the epoch ELBO stays below it (0: off)
+  int patience = 0;          // early stopping: epochs without holdout improvement (0: off)
+  int lbfgs_memory = 10;
+  unsigned long long seed = 1;
+  int threads = 1;
+  // Called after every epoch; returning false stops the fit.
+  std::function<bool(const EpochInfo&)> on_epoch;
+};
+
+struct FitResult {
+  int epochs = 0;
+  std::string stop_reason;   // "max_epochs", "converged", "early_stopping", "callback", "line_search"
+  double elbo = 0;           // final epoch's ELBO estimate
+  double best_holdout_nll = NAN;
+  int best_epoch = 0;
+  int recovered_steps = 0;   // steps rolled back after a non-finite objective
+};
+
+// Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,
+// after which the parameters of the best holdout epoch are restored.
+FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
+              const FitOptions& options);
+
+}  // namespace vbagg

@@ -1,0 +1,65 @@
+#include "inducing.hpp"
+
+#include <algorithm>
+#include <random>
+
+namespace vbagg {
+
+namespace {
+
+// Squared distance of every column of X to its nearest centre, and that centre's index.
+void nearest(const Matrix& X, const Matrix& C, Vector& d2, std::vector<Index>& which) {
+  Matrix D = -2.0 * C.transpose() * X;
+  D.colwise() += C.colwise().squaredNorm().transpose();
+  D.rowwise() += X.colwise().squaredNorm();
+  d2.resize(X.cols());
+  which.resize(X.cols());
+  for (Index i = 0; i < X.cols(); ++i) d2[i] = std::max(0.0, D.col(i).minCoeff(&which[i]));
+}
+
+}  // namespace
+
+Matrix kmeans_plus_plus(const Matrix& X_all, Index count, const KMeansOptions& options) {
+  std::mt19937_64 rng(options.seed);
+  auto uniform = [&](double hi) { return std::uniform_real_distribution<double>(0.0, hi)(rng); };
+  const Index N = X_all.cols();
+  // Seeded subsample (partial Fisher-Yates) keeps the cost bounded on national rasters.
+  std::vector<Index> idx(N);
+  for (Index i = 0; i < N; ++i) idx[i] = i;
+  const Index n = std::min(N, options.max_points);
+  for (Index i = 0; i < n; ++i) std::swap(idx[i], idx[i + static_cast<Index>(rng() % (N - i))]);
+  Matrix X(X_all.rows(), n);
+  for (Index i = 0; i < n; ++i) X.col(i) = X_all.col(idx[i]);
+
+  std::vector<Index> chosen{static_cast<Index>(rng() % n)};
+  Vector d2 = (X.colwise() - X.col(chosen[0])).colwise().squaredNorm().transpose();
+  while (static_cast<Index>(chosen.size()) < count) {
+    const double total = d2.sum();
+    if (!(total > 0)) break;  // every remaining point coincides with a centre
+    double r = uniform(total);
+    Index pick = 0;
+    while (pick < n - 1 && (r -= d2[pick]) > 0) ++pick;
+    while (d2[pick] <= 0) pick = (pick + 1) % n;  // never re-pick a centre
+    chosen.push_back(pick);
+    d2 = d2.cwiseMin((X.colwise() - X.col(pick)).colwise().squaredNorm().transpose());
+  }
+  const Index k = static_cast<Index>(chosen.size());
+  Matrix C(X.rows(), k);
+  for (Index j = 0; j < k; ++j) C.col(j) = X.col(chosen[j]);
+
+  std::vector<Index> which;
+  for (int it = 0; it < options.iterations; ++it) {
+    nearest(X, C, d2, which);
+    Matrix sum = Matrix::Zero(X.rows(), k);
+    Vector cnt = Vector::Zero(k);
+    for (Index i = 0; i < n; ++i) {
+      sum.col(which[i]) += X.col(i);
+      cnt[which[i]] += 1;
+    }
+    for (Index j = 0; j < k; ++j)
+      if (cnt[j] > 0) C.col(j) = sum.col(j) / cnt[j];  // an empty cluster keeps its centre
+  }
+  return C;
+}
+
+}  // namespace vbagg

@@ -1,0 +1,61 @@
+#include "metrics.hpp"
+
+#include <cmath>
+
+namespace vbagg {
+
+BagNll bag_poisson_nll(const Vector& y, const Vector& yhat) {
+  BagNll r;
+  for (Index a = 0; a < y.size(); ++a) r.sum += yhat[a] - (y[a] > 0 ? y[a] * std::log(yhat[a]) : 0.0) + std::lgamma(y[a] + 1);
+  r.mean = y.size() ? r.sum / static_cast<double>(y.size()) : NAN;
+  return r;
+}
+
+double bag_log_mse(const Vector& y, const Vector& yhat) {
+  double s = 0;
+  Index n = 0;
+  for (Index a = 0; a < y.size(); ++a)
+    if (y[a] > 0 && yhat[a] > 0) {
+      const double d = std::log(y[a]) - std::log(yhat[a]);
+      s += d * d;
+      ++n;
+    }
+  return n ? s / static_cast<double>(n) : NAN;
+}
+
+double mean_squared_error(const Vector& a, const Vector& b) { return (a - b).squaredNorm() / static_cast<double>(a.size()); }
+
+double correlation(const Vector& a, const Vector& b) {
+  const Vector da = a.array() - a.mean(), db = b.array() - b.mean();
+  return da.dot(db) / std::sqrt(da.squaredNorm() * db.squaredNorm());
+}
+
+double pixel_poisson_nll(const Vector& counts, const Vector& rate) {
+  double s = 0;
+  for (Index i = 0; i < counts.size(); ++i)
+    s += rate[i] - (counts[i] > 0 ? counts[i] * std::log(rate[i]) : 0.0) + std::lgamma(counts[i] + 1);
+  return s / static_cast<double>(counts.size());
+}
+
+Vector interval_coverage(const Vector& truth, const Matrix& lower, const Matrix& upper) {
+  Vector cov(lower.cols());
+  for (Index k = 0; k < lower.cols(); ++k)
+    cov[k] = ((truth.array() >= lower.col(k).array()) && (truth.array() <= upper.col(k).array())).cast<double>().mean();
+  return cov;
+}
+
+const std::vector<double>& calibration_levels() {
+  static const std::vector<double> levels = {0.5, 0.6, 0.7, 0.8, 0.9, 0.95};
+  return levels;
+}
+
+std::vector<double> central_interval_quantiles(const std::vector<double>& levels) {
+  std::vector<double> q;
+  for (double l : levels) {
+    q.push_back(0.5 - l / 2);
+    q.push_back(0.5 + l / 2);
+  }
+  return q;
+}
+
+}  // namespace vbagg

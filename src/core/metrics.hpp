@@ -1,0 +1,30 @@
+// Evaluation metrics of MODEL.md section 8.
+#pragma once
+
+#include <vector>
+
+#include "types.hpp"
+
+namespace vbagg {
+
+struct BagNll {
+  double sum = 0, mean = 0;
+};
+
+// Poisson NLL of observed bag counts y given predicted totals yhat (constants included).
+BagNll bag_poisson_nll(const Vector& y, const Vector& yhat);
+// Mean of (log y - log yhat)^2 over bags with y > 0 and yhat > 0.
+double bag_log_mse(const Vector& y, const Vector& yhat);
+double mean_squared_error(const Vector& a, const Vector& b);
+double correlation(const Vector& a, const Vector& b);
+// Mean Poisson NLL of individual counts under predicted rates.
+double pixel_poisson_nll(const Vector& counts, const Vector& rate);
+
+// Fraction of truths inside [lower_k, upper_k] for each level k (columns of lower/upper).
+Vector interval_coverage(const Vector& truth, const Matrix& lower, const Matrix& upper);
+
+// The levels of the calibration metric and the quantiles bounding their central intervals.
+const std::vector<double>& calibration_levels();
+std::vector<double> central_interval_quantiles(const std::vector<double>& levels);  // lo1, hi1, lo2, ...
+
+}  // namespace vbagg

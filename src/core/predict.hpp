@@ -1,0 +1,49 @@
+// Prediction of the pixel-level intensity lambda = Psi(f) (MODEL.md section 7).
+#pragma once
+
+#include <vector>
+
+#include "model.hpp"
+
+namespace vbagg {
+
+// Distribution of lambda = Psi(f) for f ~ N(m, s^2) under a link.
+double intensity_mean(Link link, double m, double s2);
+double intensity_variance(Link link, double m, double s2);
+double intensity_quantile(Link link, double m, double s2, double q);
+double intensity_exceedance(Link link, double m, double s2, double threshold);  // P(lambda > t)
+
+struct PredictOptions {
+  std::vector<double> quantiles;    // levels in (0, 1)
+  std::vector<double> exceedance;   // thresholds t
+  int threads = 1;
+  Index block = 4096;               // pixels per block: bounds the M x block workspace
+};
+
+struct Prediction {
+  Vector latent_mean, latent_var;   // f
+  Vector mean, sd;                  // lambda
+  Matrix quantiles;                 // N x quantiles.size()
+  Matrix exceedance;                // N x exceedance.size()
+};
+
+// Predicts at the inputs (D x N), in blocks and threads; each pixel is independent.
+Prediction predict(const Model& model, const Matrix& X, const PredictOptions& options);
+
+// Latent mean and variance only.
+void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& var, int threads, Index block = 4096);
+
+}  // namespace vbagg
+
+namespace vbagg {
+
+struct Dataset;
+
+// Predicted bag totals yhat_a = sum_i c_i p_i E[lambda_i] for the listed bags.
+Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
+
+// Mean predictive NLL of the listed bags' observations: Poisson NLL of y given yhat (poisson),
+// Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential).
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
+
+}  // namespace vbagg

@@ -1,0 +1,80 @@
+// Fitting the swiss roll: both Poisson links must beat the constant baseline at pixel level.
+#include <gtest/gtest.h>
+
+#include "core/baselines.hpp"
+#include "core/fit.hpp"
+#include "core/metrics.hpp"
+#include "core/objective.hpp"
+#include "core/predict.hpp"
+#include "core/swissroll.hpp"
+
+namespace vbagg {
+namespace {
+
+SwissRoll small_roll() {
+  SwissRollOptions o;
+  o.bags = 100;
+  o.size_mean = 50;
+  o.size_sd = 20;
+  o.seed = 7;
+  return make_swiss_roll(o);
+}
+
+struct FitScore {
+  double nll, mse, elbo_start, elbo_end;
+};
+
+FitScore fit_and_score(const SwissRoll& roll, Link link, Optimizer opt) {
+  ModelSpec spec;
+  spec.likelihood = LikelihoodKind::poisson;
+  spec.link = link;
+  InitOptions init;
+  init.inducing = 30;
+  init.seed = 3;
+  Model model = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  const double start = elbo(model, roll.data, nullptr).elbo;
+  std::vector<Index> train(roll.data.num_bags());
+  for (Index a = 0; a < roll.data.num_bags(); ++a) train[a] = a;
+  FitOptions fo;
+  fo.optimizer = opt;
+  fo.epochs = opt == Optimizer::adam ? 400 : 300;
+  fo.learning_rate = 0.01;
+  fo.batch_bags = 15;
+  fo.threads = 2;
+  fit(model, roll.data, train, {}, fo);
+  PredictOptions po;
+  po.threads = 2;
+  const Prediction p = predict(model, roll.data.inputs, po);
+  return {pixel_poisson_nll(roll.pixel_counts, p.mean), mean_squared_error(p.mean, roll.rate), start,
+          elbo(model, roll.data, nullptr).elbo};
+}
+
+class SwissRollFit : public ::testing::TestWithParam<std::tuple<Link, Optimizer>> {};
+
+TEST_P(SwissRollFit, BeatsConstantBaseline) {
+  const SwissRoll roll = small_roll();
+  const Vector constant = constant_rate(roll.data);
+  const double base_nll = pixel_poisson_nll(roll.pixel_counts, constant);
+  const double base_mse = mean_squared_error(constant, roll.rate);
+  const auto [link, opt] = GetParam();
+  const FitScore s = fit_and_score(roll, link, opt);
+  RecordProperty("constant_nll", std::to_string(base_nll));
+  RecordProperty("vbagg_nll", std::to_string(s.nll));
+  std::cout << "constant NLL " << base_nll << " MSE " << base_mse << " | vbagg NLL " << s.nll << " MSE " << s.mse
+            << " | ELBO " << s.elbo_start << " -> " << s.elbo_end << "\n";
+  EXPECT_GT(s.elbo_end, s.elbo_start);
+  EXPECT_LT(s.nll, base_nll - 0.05);
+  EXPECT_LT(s.mse, 0.6 * base_mse);
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, SwissRollFit,
+                         ::testing::Values(std::make_tuple(Link::exp, Optimizer::adam),
+                                           std::make_tuple(Link::square, Optimizer::adam),
+                                           std::make_tuple(Link::exp, Optimizer::lbfgs),
+                                           std::make_tuple(Link::square, Optimizer::lbfgs)),
+                         [](const auto& info) {
+                           return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace vbagg
