@@ -1,0 +1,246 @@
+// Kernels against their closed forms, k-means++, the swiss-roll generator, dataset checks,
+// and the fit loop's stopping rules.
+#include <gtest/gtest.h>
+
+#include <Eigen/Eigenvalues>
+#include <random>
+#include <set>
+
+#include "core/baselines.hpp"
+#include "core/fit.hpp"
+#include "core/inducing.hpp"
+#include "core/predict.hpp"
+#include "core/metrics.hpp"
+#include "core/swissroll.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+TEST(Kernel, ClosedFormsForOnePair) {
+  Matrix x(3, 1), z(3, 1);
+  x << 0.3, -1.0, 2.0;
+  z << 1.1, 0.5, 1.0;
+  const double var = 1.7, ls = 0.8;
+  const double r = (x - z).norm() / ls;
+  auto value = [&](const std::string& name) {
+    Kernel k = make_kernel(name, "none", 3, 0);
+    Vector th = k.params();
+    th.setConstant(std::log(ls));
+    th[0] = std::log(var);
+    k.set_params(th);
+    Matrix K;
+    k.cross(x, z, K);
+    return K(0, 0);
+  };
+  EXPECT_NEAR(value("rbf"), var * std::exp(-0.5 * r * r), 1e-14);
+  EXPECT_NEAR(value("ard"), var * std::exp(-0.5 * r * r), 1e-14);
+  EXPECT_NEAR(value("matern12"), var * std::exp(-r), 1e-14);
+  EXPECT_NEAR(value("matern32"), var * (1 + std::sqrt(3.0) * r) * std::exp(-std::sqrt(3.0) * r), 1e-14);
+  EXPECT_NEAR(value("matern52"), var * (1 + std::sqrt(5.0) * r + 5 * r * r / 3) * std::exp(-std::sqrt(5.0) * r), 1e-14);
+}
+
+TEST(Kernel, ArdUsesOneLengthscalePerDimensionAndSumAddsParts) {
+  Matrix x(3, 1), z(3, 1);
+  x << 0.0, 0.0, 0.0;
+  z << 1.0, 2.0, 3.0;
+  Kernel k = make_kernel("ard", "matern32", 2, 1);
+  Vector th(6);
+  th << std::log(2.0), std::log(0.5), std::log(4.0), std::log(0.7), std::log(1.5), 0;
+  k.set_params(th);
+  Matrix K;
+  k.cross(x, z, K);
+  const double ard = 2.0 * std::exp(-0.5 * (4.0 + 0.25));
+  const double r = 3.0 / 1.5;
+  const double m32 = 0.7 * (1 + std::sqrt(3.0) * r) * std::exp(-std::sqrt(3.0) * r);
+  EXPECT_NEAR(K(0, 0), ard + m32, 1e-14);
+  EXPECT_NEAR(k.diag_value(), 2.7, 1e-14);
+}
+
+TEST(Kernel, GramMatricesArePositiveSemidefinite) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  Matrix X(2, 60);
+  for (Index i = 0; i < X.size(); ++i) X.data()[i] = normal(rng);
+  for (const char* name : {"rbf", "ard", "matern12", "matern32", "matern52"}) {
+    Matrix K;
+    make_kernel(name, "none", 2, 0).cross(X, X, K);
+    EXPECT_GT(Eigen::SelfAdjointEigenSolver<Matrix>(K).eigenvalues().minCoeff(), -1e-10) << name;
+  }
+}
+
+TEST(Kernel, RejectsUnknownNames) {
+  EXPECT_THROW(make_kernel("gauss", "none", 2, 0), ConfigError);
+  EXPECT_THROW(make_kernel("ard", "ard", 2, 2), ConfigError);
+  EXPECT_THROW(make_kernel("none", "none", 2, 2), ConfigError);
+  EXPECT_THROW(make_kernel("ard", "matern32", 2, 0), ConfigError);
+}
+
+TEST(KMeans, SeededDistinctAndCapped) {
+  std::mt19937_64 rng(1);
+  std::normal_distribution<double> normal;
+  Matrix X(2, 500);
+  for (Index i = 0; i < X.size(); ++i) X.data()[i] = normal(rng);
+  KMeansOptions o;
+  o.seed = 5;
+  const Matrix a = kmeans_plus_plus(X, 20, o), b = kmeans_plus_plus(X, 20, o);
+  EXPECT_EQ(a.cols(), 20);
+  EXPECT_TRUE(a == b);
+  o.seed = 6;
+  EXPECT_FALSE(a == kmeans_plus_plus(X, 20, o));
+  // Lloyd iterations leave each centre at the mean of its cluster: inside the data's range.
+  EXPECT_LE(a.maxCoeff(), X.maxCoeff());
+  // Only three distinct points: at most three centres, all distinct.
+  Matrix dup(2, 30);
+  for (Index i = 0; i < 30; ++i) dup.col(i) = Vector::Constant(2, static_cast<double>(i % 3));
+  const Matrix c = kmeans_plus_plus(dup, 10, o);
+  EXPECT_EQ(c.cols(), 3);
+  std::set<double> firsts;
+  for (Index j = 0; j < c.cols(); ++j) firsts.insert(c(0, j));
+  EXPECT_EQ(firsts.size(), 3u);
+}
+
+TEST(SwissRoll, BagSizesAndRates) {
+  SwissRollOptions o;
+  o.bags = 400;
+  o.size_mean = 150;
+  o.size_sd = 50;
+  const SwissRoll r = make_swiss_roll(o);
+  r.data.validate();
+  Vector sizes(o.bags);
+  for (Index a = 0; a < o.bags; ++a) sizes[a] = static_cast<double>(r.data.bag_size(a));
+  const double mean = sizes.mean(), sd = std::sqrt((sizes.array() - mean).square().mean());
+  EXPECT_NEAR(mean, 150, 8);
+  EXPECT_NEAR(sd, 50, 8);
+  EXPECT_EQ(r.data.num_inputs(), 18);
+  EXPECT_NEAR(r.data.inputs.row(5).mean(), 0, 1e-10);
+  EXPECT_GE(r.rate.minCoeff(), 0.75 * M_PI - 1e-12);
+  EXPECT_LE(r.rate.maxCoeff(), 2.25 * M_PI + 1e-12);
+  // Bag counts are Poisson around the bag's total rate.
+  double z = 0;
+  for (Index a = 0; a < o.bags; ++a) {
+    const double lam = r.rate.segment(r.data.bag_begin(a), r.data.bag_size(a)).sum();
+    z += (r.data.response[a] - lam) / std::sqrt(lam);
+  }
+  EXPECT_NEAR(z / std::sqrt(static_cast<double>(o.bags)), 0, 4);
+}
+
+TEST(Dataset, ValidateNamesTheProblem) {
+  Dataset d = test::random_dataset(3, 2, 4, 2, LikelihoodKind::poisson, 1);
+  d.validate();
+  d.bag_ids = {"north", "east", "south"};
+  Dataset bad = d;
+  bad.population[1] = -1;
+  EXPECT_THROW(bad.validate(), DataError);
+  bad = d;
+  bad.response[2] = NAN;
+  try {
+    bad.validate();
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("'south'"), std::string::npos);
+  }
+  bad = d;
+  bad.inputs(0, 0) = INFINITY;
+  EXPECT_THROW(bad.validate(), DataError);
+}
+
+TEST(Dataset, SubsetKeepsBagsInOrder) {
+  const Dataset d = test::random_dataset(5, 2, 6, 2, LikelihoodKind::poisson, 2);
+  const Dataset s = subset_bags(d, {3, 1});
+  EXPECT_EQ(s.num_bags(), 2);
+  EXPECT_EQ(s.bag_size(0), d.bag_size(3));
+  EXPECT_EQ(s.response[1], d.response[1]);
+  EXPECT_TRUE(s.inputs.middleCols(0, s.bag_size(0)) == d.inputs.middleCols(d.bag_begin(3), d.bag_size(3)));
+}
+
+TEST(Baselines, ConstantRateReproducesBagTotals) {
+  const Dataset d = test::random_dataset(6, 3, 9, 2, LikelihoodKind::poisson, 3);
+  const Vector rate = constant_rate(d);
+  const Vector w = d.weights();
+  for (Index a = 0; a < d.num_bags(); ++a)
+    EXPECT_NEAR(w.segment(d.bag_begin(a), d.bag_size(a)).dot(rate.segment(d.bag_begin(a), d.bag_size(a))), d.response[a], 1e-9);
+}
+
+TEST(Metrics, SmallCases) {
+  const Vector y = (Vector(2) << 3, 0).finished(), yhat = (Vector(2) << 2, 1).finished();
+  const BagNll nll = bag_poisson_nll(y, yhat);
+  EXPECT_NEAR(nll.sum, (2 - 3 * std::log(2.0) + std::log(6.0)) + 1.0, 1e-12);
+  EXPECT_NEAR(nll.mean, nll.sum / 2, 1e-12);
+  EXPECT_NEAR(bag_log_mse(y, yhat), std::pow(std::log(1.5), 2), 1e-12);
+  EXPECT_NEAR(correlation(y, 2 * y), 1.0, 1e-12);
+  const Vector truth = (Vector(4) << 1, 2, 3, 4).finished();
+  Matrix lo(4, 1), hi(4, 1);
+  lo << 0, 2.5, 2, 5;
+  hi << 2, 3, 4, 6;
+  EXPECT_NEAR(interval_coverage(truth, lo, hi)[0], 0.5, 1e-12);
+  const auto q = central_interval_quantiles({0.9});
+  EXPECT_NEAR(q[0], 0.05, 1e-15);
+  EXPECT_NEAR(q[1], 0.95, 1e-15);
+}
+
+struct FitFixture : ::testing::Test {
+  SwissRoll roll = [] {
+    SwissRollOptions o;
+    o.bags = 30;
+    o.size_mean = 20;
+    o.size_sd = 10;
+    return make_swiss_roll(o);
+  }();
+  Model model() {
+    ModelSpec spec;
+    InitOptions init;
+    init.inducing = 10;
+    return init_model(spec, make_kernel("rbf", "none", 18, 0), roll.data, init);
+  }
+  std::vector<Index> train{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+  std::vector<Index> holdout{24, 25, 26, 27, 28, 29};
+};
+
+TEST_F(FitFixture, EarlyStoppingRestoresBestEpoch) {
+  Model m = model();
+  FitOptions fo;
+  fo.epochs = 500;
+  fo.learning_rate = 0.2;  // large steps overfit the few bags quickly
+  fo.patience = 5;
+  std::vector<double> nll;
+  fo.on_epoch = [&](const EpochInfo& e) {
+    nll.push_back(e.holdout_nll);
+    return true;
+  };
+  const FitResult r = fit(m, roll.data, train, holdout, fo);
+  EXPECT_EQ(r.stop_reason, "early_stopping");
+  EXPECT_EQ(r.epochs, r.best_epoch + 5);
+  EXPECT_DOUBLE_EQ(r.best_holdout_nll, *std::min_element(nll.begin(), nll.end()));
+  EXPECT_NEAR(bag_predictive_nll(m, roll.data, holdout, 1), r.best_holdout_nll, 1e-12);
+}
+
+TEST_F(FitFixture, ToleranceAndCallbackStop) {
+  Model m = model();
+  FitOptions fo;
+  fo.optimizer = Optimizer::lbfgs;
+  fo.epochs = 1000;
+  fo.tolerance = 1e-3;
+  const FitResult r = fit(m, roll.data, train, {}, fo);
+  EXPECT_EQ(r.stop_reason, "converged");
+  EXPECT_LT(r.epochs, 1000);
+  Model m2 = model();
+  fo.on_epoch = [](const EpochInfo& e) { return e.epoch < 3; };
+  EXPECT_EQ(fit(m2, roll.data, train, {}, fo).epochs, 3);
+}
+
+TEST_F(FitFixture, RejectsBadSettings) {
+  Model m = model();
+  FitOptions fo;
+  fo.epochs = 0;
+  EXPECT_THROW(fit(m, roll.data, train, {}, fo), ConfigError);
+  fo.epochs = 1;
+  EXPECT_THROW(fit(m, roll.data, {}, {}, fo), DataError);
+  ModelSpec bad;
+  bad.likelihood = LikelihoodKind::exponential;
+  bad.link = Link::square;
+  EXPECT_THROW(bad.validate(), ConfigError);
+}
+
+}  // namespace
+}  // namespace vbagg

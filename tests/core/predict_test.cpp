@@ -1,0 +1,101 @@
+// Moments, quantiles and exceedance probabilities of lambda = Psi(f) against Monte Carlo.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/predict.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+struct Sample {
+  std::vector<double> lam;
+  double mean = 0, sd = 0;
+};
+
+Sample draw(Link link, double m, double s2, int n, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(m, std::sqrt(s2));
+  Sample s;
+  s.lam.resize(n);
+  double sum = 0, sum2 = 0;
+  for (auto& l : s.lam) {
+    const double f = normal(rng);
+    l = link == Link::exp ? std::exp(f) : link == Link::square ? f * f : f;
+    sum += l;
+    sum2 += l * l;
+  }
+  s.mean = sum / n;
+  s.sd = std::sqrt(sum2 / n - s.mean * s.mean);
+  std::sort(s.lam.begin(), s.lam.end());
+  return s;
+}
+
+class PredictMonteCarlo : public ::testing::TestWithParam<std::tuple<Link, double, double>> {};
+
+TEST_P(PredictMonteCarlo, MatchesSamples) {
+  const auto [link, m, s2] = GetParam();
+  const int n = 2000000;
+  const Sample s = draw(link, m, s2, n, 99);
+  const double mean = intensity_mean(link, m, s2), sd = std::sqrt(intensity_variance(link, m, s2));
+  // Monte Carlo standard errors of the mean and (roughly) of the sd.
+  EXPECT_NEAR(mean, s.mean, 5 * sd / std::sqrt(n));
+  EXPECT_NEAR(sd, s.sd, 0.01 * sd);
+  for (double q : {0.025, 0.1, 0.5, 0.9, 0.975}) {
+    const double analytic = intensity_quantile(link, m, s2, q);
+    // The analytic quantile must sit at level q of the sample: count how many samples fall below.
+    const double frac = static_cast<double>(std::lower_bound(s.lam.begin(), s.lam.end(), analytic) - s.lam.begin()) / n;
+    EXPECT_NEAR(frac, q, 5 * std::sqrt(q * (1 - q) / n)) << "q=" << q;
+    // P(lambda > quantile_q) = 1 - q.
+    EXPECT_NEAR(intensity_exceedance(link, m, s2, analytic), 1 - q, 1e-9) << "q=" << q;
+  }
+  for (double t : {0.5 * mean, mean, 2 * mean}) {
+    const double frac = static_cast<double>(s.lam.end() - std::upper_bound(s.lam.begin(), s.lam.end(), t)) / n;
+    const double p = intensity_exceedance(link, m, s2, t);
+    EXPECT_NEAR(p, frac, 5 * std::sqrt(std::max(p * (1 - p), 1e-6) / n)) << "t=" << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Links, PredictMonteCarlo,
+                         ::testing::Values(std::make_tuple(Link::exp, 0.3, 0.5), std::make_tuple(Link::exp, -2.0, 0.05),
+                                           std::make_tuple(Link::square, 1.5, 0.4), std::make_tuple(Link::square, 0.1, 1.0),
+                                           std::make_tuple(Link::square, -0.7, 0.2),
+                                           std::make_tuple(Link::identity, 2.0, 0.3)));
+
+TEST(Predict, SquareQuantileRootIsAccurateInTheTails) {
+  // F(quantile(q)) = q to near machine precision, including extreme levels.
+  for (double q : {1e-6, 0.01, 0.5, 0.99, 1 - 1e-6}) {
+    const double t = intensity_quantile(Link::square, 0.4, 0.3, q);
+    EXPECT_NEAR(1 - intensity_exceedance(Link::square, 0.4, 0.3, t), q, 1e-10 * std::max(1.0, 1 / q) * q + 1e-12);
+  }
+}
+
+TEST(Predict, RejectsLevelsOutsideUnitInterval) {
+  EXPECT_THROW(intensity_quantile(Link::exp, 0, 1, 1.0), ConfigError);
+  EXPECT_THROW(intensity_quantile(Link::exp, 0, 1, 0.0), ConfigError);
+}
+
+TEST(Predict, BlocksAndThreadsDoNotChangeResults) {
+  const Index D = 3;
+  const Dataset data = test::random_dataset(10, 50, 80, D, LikelihoodKind::poisson, 4);
+  ModelSpec spec;
+  const Model model = test::random_model(spec, make_kernel("ard", "none", D, 0), 8, D, 5);
+  PredictOptions a, b;
+  a.threads = 1;
+  a.block = 100000;
+  b.threads = 2;
+  b.block = 37;
+  a.quantiles = b.quantiles = {0.025, 0.975};
+  a.exceedance = b.exceedance = {1.0};
+  const Prediction pa = predict(model, data.inputs, a), pb = predict(model, data.inputs, b);
+  EXPECT_LT((pa.latent_mean - pb.latent_mean).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_LT((pa.latent_var - pb.latent_var).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_TRUE(pa.quantiles.isApprox(pb.quantiles, 1e-12));
+  EXPECT_TRUE((pa.quantiles.col(0).array() < pa.mean.array()).all());
+  EXPECT_TRUE((pa.quantiles.col(1).array() > pa.mean.array()).all());
+}
+
+}  // namespace
+}  // namespace vbagg
