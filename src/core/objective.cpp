@@ -43,29 +43,61 @@ struct Accumulator {
   }
 };
 
-// One bag: forward to m, s2 (and T or C), the bag term, then backward into acc.
+// Scratch of one pixel block, kept between the forward and backward pass of a bag.
+struct BlockScratch {
+  Matrix K;            // k(W, X_block), M x len
+  Matrix R;            // Q K
+  KernelCache kernel;  // squared distances for the kernel backward
+};
+
+// Per-slot scratch, reused from bag to bag so the large buffers are allocated once per slot.
+struct Workspace {
+  std::vector<BlockScratch> blocks;
+  Matrix dK, U;
+};
+
+// K, R and the kernel cache of pixels [begin, begin + len) of the data.
+void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
+                   bool with_grad, BlockScratch& b) {
+  const Matrix X = data.inputs.middleCols(begin, len);
+  model.kernel.cross(model.inducing, X, b.K, with_grad ? &b.kernel : nullptr);
+  b.R.noalias() = post.Q * b.K;
+}
+
+// One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
+// acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
+// recomputed otherwise, so memory stays bounded whatever the bag size.
 void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
-                 BagNeeds needs, bool with_grad, Accumulator& acc) {
-  const Index begin = data.bag_begin(a), n = data.bag_size(a);
-  const Matrix Xa = data.inputs.middleCols(begin, n);
+                 BagNeeds needs, bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+  const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing();
+  // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
+  const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
+  const Index blocks = (n + block - 1) / block;
+  const double bytes_per_block = static_cast<double>(M) * static_cast<double>(block) * 8.0 *
+                                 (2.0 + static_cast<double>(model.kernel.parts().size()));
+  const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
+  if (static_cast<Index>(ws.blocks.size()) < (keep ? blocks : 1)) ws.blocks.resize(keep ? blocks : 1);
+  auto scratch = [&](Index b) -> BlockScratch& { return ws.blocks[keep ? b : 0]; };
+  auto len_of = [&](Index b) { return std::min(block, n - b * block); };
+
   const Vector w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
-
-  KernelCache kcache;
-  Matrix K;
-  model.kernel.cross(model.inducing, Xa, K, with_grad ? &kcache : nullptr);
-  const Matrix R = post.Q * K;
-  Vector m = K.transpose() * post.alpha;
+  Vector m(n), s2(n);
+  Matrix T, C;
+  if (needs == BagNeeds::nystrom) T.resize(M, n);
+  for (Index b = 0; b < blocks; ++b) {
+    BlockScratch& sb = scratch(b);
+    const Index off = b * block, len = len_of(b);
+    forward_block(model, post, data, begin + off, len, with_grad, sb);
+    m.segment(off, len).noalias() = sb.K.transpose() * post.alpha;
+    s2.segment(off, len) = (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    if (needs == BagNeeds::nystrom) T.middleCols(off, len).noalias() = post.B * sb.K;
+  }
   m.array() += model.mean;
-  const Vector s2 =
-      (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
-
-  Matrix T, C, Kaa;
   KernelCache aa_cache;
-  if (needs == BagNeeds::nystrom) T = post.B * K;
   if (needs == BagNeeds::exact) {
-    model.kernel.cross(Xa, Xa, Kaa, with_grad ? &aa_cache : nullptr);
-    C = Kaa;
-    C.noalias() -= K.transpose() * R;
+    const Matrix Xa = data.inputs.middleCols(begin, n);
+    model.kernel.cross(Xa, Xa, C, with_grad ? &aa_cache : nullptr);
+    C.noalias() -= ws.blocks[0].K.transpose() * ws.blocks[0].R;
   }
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
   BagGradient g;
@@ -76,32 +108,47 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   g.gs2 *= scale;
   acc.g_log_noise += scale * g.g_log_noise;
   acc.g_mean += g.gm.sum();
-  acc.g_alpha.noalias() += K * g.gm;
   acc.g_kdiag += g.gs2.sum();
-
-  // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T, split by sign into two symmetric rank updates.
-  const Vector pos = g.gs2.cwiseMax(0.0).cwiseSqrt(), neg = (-g.gs2).cwiseMax(0.0).cwiseSqrt();
-  if (pos.any()) acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(K * pos.asDiagonal(), -1.0);
-  if (neg.any()) acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(K * neg.asDiagonal(), 1.0);
-
-  // dL/dK_Wa from m and s2.
-  Matrix dK = post.alpha * g.gm.transpose();
-  dK.noalias() -= 2.0 * R * g.gs2.asDiagonal();
-  if (needs == BagNeeds::nystrom) {
-    g.gT *= scale;
-    acc.g_B.noalias() += g.gT * K.transpose();
-    dK.noalias() += post.B.transpose() * g.gT;
-  }
+  if (needs == BagNeeds::nystrom) g.gT *= scale;
+  Matrix gCsym;
   if (needs == BagNeeds::exact) {
     g.gC *= scale;
-    const Matrix gCsym = 0.5 * (g.gC + g.gC.transpose());
-    const Matrix KgC = K * gCsym;
-    acc.g_Q.noalias() -= KgC * K.transpose();
-    dK.noalias() -= 2.0 * R * gCsym;
+    gCsym = 0.5 * (g.gC + g.gC.transpose());
+    const Matrix Xa = data.inputs.middleCols(begin, n);
     model.kernel.cross_backward(Xa, Xa, gCsym, aa_cache, acc.g_kernel, nullptr);
   }
-  model.kernel.cross_backward(model.inducing, Xa, dK, kcache, acc.g_kernel,
-                              model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+  for (Index b = 0; b < blocks; ++b) {
+    BlockScratch& sb = scratch(b);
+    const Index off = b * block, len = len_of(b);
+    if (!keep) forward_block(model, post, data, begin + off, len, true, sb);
+    const Matrix& K = sb.K;
+    const auto gm = g.gm.segment(off, len);
+    const auto gs2 = g.gs2.segment(off, len);
+    acc.g_alpha.noalias() += K * gm;
+    // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T, split by sign into two symmetric rank updates.
+    const Vector pos = gs2.cwiseMax(0.0).cwiseSqrt(), neg = (-gs2).cwiseMax(0.0).cwiseSqrt();
+    if (pos.any()) {
+      ws.U.noalias() = K * pos.asDiagonal();
+      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(ws.U, -1.0);
+    }
+    if (neg.any()) {
+      ws.U.noalias() = K * neg.asDiagonal();
+      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(ws.U, 1.0);
+    }
+    // dL/dK_W,block from m and s2 (and T or C).
+    ws.dK.noalias() = post.alpha * gm.transpose();
+    ws.dK.noalias() -= 2.0 * sb.R * gs2.asDiagonal();
+    if (needs == BagNeeds::nystrom) {
+      acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
+      ws.dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
+    }
+    if (needs == BagNeeds::exact) {
+      acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
+      ws.dK.noalias() -= 2.0 * sb.R * gCsym;
+    }
+    model.kernel.cross_backward(model.inducing, data.inputs.middleCols(begin + off, len), ws.dK, sb.kernel,
+                                acc.g_kernel, model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+  }
 }
 
 // From the accumulated gradients with respect to (alpha, Q, B) to (m_v, L_v, L_W) and then
@@ -156,10 +203,12 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads.
   std::vector<std::exception_ptr> errors(slots);
+  std::vector<Workspace> workspaces(slots);
 #pragma omp parallel for schedule(static, 1) num_threads(std::max(1, options.threads))
   for (int s = 0; s < slots; ++s) {
     try {
-      for (size_t k = s; k < bags.size(); k += slots) process_bag(model, post, data, bags[k], scale, needs, with_grad, acc[s]);
+      for (size_t k = s; k < bags.size(); k += slots) 
+        process_bag(model, post, data, bags[k], scale, needs, with_grad, options, workspaces[s], acc[s]);
     } catch (...) {
       errors[s] = std::current_exception();
     }

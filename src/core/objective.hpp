@@ -13,6 +13,11 @@ struct ObjectiveOptions {
   // Bags are spread over this many accumulators, each filled in a fixed order, so results are
   // bit-identical for any thread count up to it.
   int slots = 8;
+  // Pixels per block of the bag pass (except in exact mode, which takes each bag whole).
+  Index block = 2048;
+  // Per slot, the blocks of a bag keep their kernel matrices for the backward pass while they
+  // fit in this many MiB; larger bags recompute them instead.
+  double cache_mb = 64;
 };
 
 struct ObjectiveValue {

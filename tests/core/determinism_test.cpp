@@ -53,7 +53,10 @@ TEST_P(Determinism, SameSeedSameModel) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, Determinism,
                          ::testing::Values(std::make_tuple(Optimizer::adam, Link::exp),
                                            std::make_tuple(Optimizer::adam, Link::square),
-                                           std::make_tuple(Optimizer::lbfgs, Link::exp)));
+                                           std::make_tuple(Optimizer::lbfgs, Link::exp)),
+                         [](const auto& info) {
+                           return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
+                         });
 
 }  // namespace
 }  // namespace vbagg

@@ -104,3 +104,30 @@ INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
 
 }  // namespace
 }  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+// Splitting bags into pixel blocks, with and without keeping the blocks' kernel matrices for the
+// backward pass, must not change the objective or its gradient.
+TEST(GradientBlocks, BlockingAndRecomputationAgree) {
+  for (const auto& lik : likelihood_cases()) {
+    const Dataset data = test::random_dataset(5, 10, 40, kD, lik.spec.likelihood, 77);
+    const Model model = test::random_model(lik.spec, make_kernel("ard", "matern32", kCov, kCoords), 6, kD, 78);
+    ObjectiveOptions whole, small_cached, small_recomputed;
+    small_cached.block = 7;
+    small_recomputed.block = 7;
+    small_recomputed.cache_mb = 0;
+    Vector g0, g1, g2;
+    const double v0 = elbo(model, data, &g0, whole).elbo;
+    const double v1 = elbo(model, data, &g1, small_cached).elbo;
+    const double v2 = elbo(model, data, &g2, small_recomputed).elbo;
+    EXPECT_NEAR(v1, v0, 1e-12 * std::abs(v0)) << lik.name;
+    EXPECT_NEAR(v2, v0, 1e-12 * std::abs(v0)) << lik.name;
+    EXPECT_LE((g1 - g0).norm(), 1e-12 * g0.norm()) << lik.name;
+    EXPECT_LE((g2 - g0).norm(), 1e-12 * g0.norm()) << lik.name;
+  }
+}
+
+}  // namespace
+}  // namespace vbagg
