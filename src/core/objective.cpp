@@ -195,7 +195,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   const BagNeeds needs = bag_needs(model.spec);
   const bool with_grad = grad != nullptr;
   const Index M = model.num_inducing(), D = model.num_inputs(), P = model.kernel.num_params();
-  const int slots = std::max(1, options.slots);
+  const int slots = std::max({1, options.slots, options.threads});
 
   std::vector<Accumulator> acc;
   acc.reserve(slots);

@@ -10,8 +10,8 @@ namespace vbagg {
 
 struct ObjectiveOptions {
   int threads = 1;
-  // Bags are spread over this many accumulators, each filled in a fixed order, so results are
-  // bit-identical for any thread count up to it.
+  // Bags are spread over max(slots, threads) accumulators, each filled in a fixed order, so
+  // results are bit-identical for any thread count up to `slots`.
   int slots = 8;
   // Pixels per block of the bag pass (except in exact mode, which takes each bag whole).
   Index block = 2048;

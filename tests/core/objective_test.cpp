@@ -123,6 +123,38 @@ TEST(Objective, JensenBoundIsBelowMonteCarlo) {
   }
 }
 
+TEST(Objective, ExponentialBoundIsBelowMonteCarlo) {
+  const Index D = 2;
+  Dataset data = test::random_dataset(4, 3, 12, D, LikelihoodKind::exponential, 25);
+  ModelSpec spec = spec_of(LikelihoodKind::exponential, Link::exp);
+  const Model model = test::random_model(spec, make_kernel("matern32", "none", D, 0), 5, D, 26);
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> normal;
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    const Index b = data.bag_begin(a), n = data.bag_size(a);
+    Vector mean;
+    Matrix cov;
+    dense_posterior(model, data.inputs.middleCols(b, n), mean, cov);
+    cov.diagonal().array() += 1e-10;
+    const Matrix L = Eigen::LLT<Matrix>(cov).matrixL();
+    const Vector w = data.weights().segment(b, n);
+    const double y = data.response[a];
+    // E log p(y | eta) with eta = sum w e^f, log p = -log eta - y / eta.
+    double sum = 0, sum2 = 0;
+    const int S = 200000;
+    Vector z(n);
+    for (int s = 0; s < S; ++s) {
+      for (Index i = 0; i < n; ++i) z[i] = normal(rng);
+      const double eta = w.dot((mean + L * z).array().exp().matrix());
+      const double ll = -std::log(eta) - y / eta;
+      sum += ll;
+      sum2 += ll * ll;
+    }
+    const double mc = sum / S, se = std::sqrt((sum2 / S - mc * mc) / S);
+    EXPECT_LE(elbo(model, data, {a}, 1.0, nullptr).data_term, mc + 4 * se) << "bag " << a;
+  }
+}
+
 TEST(Objective, TaylorIsCloseToMonteCarloOnLargeCounts) {
   const Index D = 3;
   Dataset data = test::random_dataset(4, 20, 40, D, LikelihoodKind::poisson, 31);
