@@ -244,3 +244,33 @@ TEST_F(FitFixture, RejectsBadSettings) {
 
 }  // namespace
 }  // namespace vbagg
+
+#include "core/standardize.hpp"
+
+namespace vbagg {
+namespace {
+
+TEST(Standardization, TrainingPixelsOnlyAndCoordinatesUntouched) {
+  Dataset d = test::random_dataset(4, 3, 6, 3, LikelihoodKind::poisson, 9);
+  d.inputs.row(0).array() = d.inputs.row(0).array() * 5 + 10;
+  const Standardization s = fit_standardization(d, {0, 2}, 2);
+  Matrix X = d.inputs;
+  s.apply(X);
+  const Dataset train = subset_bags(d, {0, 2});
+  Matrix Xt = train.inputs;
+  s.apply(Xt);
+  EXPECT_NEAR(Xt.row(0).mean(), 0, 1e-12);
+  EXPECT_NEAR(std::sqrt(Xt.row(1).array().square().mean()), 1, 1e-12);
+  EXPECT_TRUE(X.row(2) == d.inputs.row(2));
+  d.inputs.row(1).setConstant(3);
+  d.input_names = {"lst", "rain", "x"};
+  try {
+    fit_standardization(d, {0, 1}, 2);
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("'rain'"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace vbagg

@@ -1,0 +1,291 @@
+#include "build_dataset.hpp"
+
+#include <ogr_spatialref.h>
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "aligned_layer.hpp"
+#include "assign.hpp"
+#include "units.hpp"
+
+namespace vbagg::io {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string resolve(const std::string& path, const std::string& base) {
+  if (path.empty() || base.empty() || fs::path(path).is_absolute()) return path;
+  return (fs::path(base) / path).lexically_normal().string();
+}
+
+std::string stem(const std::string& path) { return fs::path(path).stem().string(); }
+
+struct Layer {
+  std::unique_ptr<AlignedLayer> raster;
+  std::vector<std::string> names;  // one per band
+};
+
+struct CrsFacts {
+  bool geographic = false;
+  double metres_per_unit = 1;
+  bool known = false;
+};
+
+CrsFacts crs_facts(const Grid& grid) {
+  CrsFacts f;
+  if (grid.crs_wkt.empty()) return f;
+  OGRSpatialReference srs;
+  if (srs.importFromWkt(grid.crs_wkt.c_str()) != OGRERR_NONE) return f;
+  f.known = true;
+  f.geographic = srs.IsGeographic();
+  if (!f.geographic) f.metres_per_unit = srs.GetLinearUnits();
+  return f;
+}
+
+// The reference grid's source path: 'population', a covariate name, or a raster path.
+std::string grid_source(const DataConfig& c, const std::vector<LayerSpec>& covs, const std::string& base) {
+  if (c.grid.empty() || c.grid == "population") return resolve(c.population.path, base);
+  for (const auto& l : covs)
+    if (l.name == c.grid) return l.path;
+  return resolve(c.grid, base);
+}
+
+}  // namespace
+
+int coordinate_count(const Grid& grid) {
+  const CrsFacts f = crs_facts(grid);
+  return f.geographic ? 3 : 2;
+}
+
+int pixel_coordinates(const Grid& grid, int col, int row, double* out) {
+  static thread_local std::string cached_wkt;
+  static thread_local CrsFacts facts;
+  if (cached_wkt != grid.crs_wkt || cached_wkt.empty()) {
+    facts = crs_facts(grid);
+    cached_wkt = grid.crs_wkt;
+  }
+  const double x = grid.centre_x(col), y = grid.centre_y(row);
+  if (facts.geographic) {
+    const double R = 6371.0, lon = x * M_PI / 180, lat = y * M_PI / 180;
+    out[0] = R * std::cos(lat) * std::cos(lon);
+    out[1] = R * std::cos(lat) * std::sin(lon);
+    out[2] = R * std::sin(lat);
+    return 3;
+  }
+  out[0] = x * facts.metres_per_unit / 1000.0;
+  out[1] = y * facts.metres_per_unit / 1000.0;
+  return 2;
+}
+
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
+  ensure_gdal_registered();
+  if (config.covariates.empty()) throw ConfigError("data.covariates is empty: at least one covariate raster is needed");
+  if (config.population.path.empty()) throw ConfigError("data.population.path is not set");
+  if (config.units.path.empty()) throw ConfigError("data.units.path is not set");
+  if (config.strip_rows < 1) throw ConfigError("strip_rows must be positive");
+  std::vector<LayerSpec> covs = config.covariates;
+  for (size_t i = 0; i < covs.size(); ++i) {
+    auto& l = covs[i];
+    if (l.path.empty()) throw ConfigError("data.covariates[" + std::to_string(i) + "].path is not set");
+    l.path = resolve(l.path, base_dir);
+    if (l.name.empty()) l.name = stem(l.path);
+    if (l.resampling.empty()) l.resampling = "bilinear";
+    check_resampling(l.resampling, "data.covariates[" + std::to_string(i) + "].resampling");
+  }
+  LayerSpec pop = config.population;
+  pop.path = resolve(pop.path, base_dir);
+  if (pop.resampling.empty()) pop.resampling = "sum";
+  check_resampling(pop.resampling, "data.population.resampling");
+
+  BuiltData out;
+  out.grid_path = grid_source(config, covs, base_dir);
+  {
+    DatasetPtr ref = open_raster(out.grid_path);
+    out.grid = Grid::of(*ref, out.grid_path);
+  }
+  const Grid& grid = out.grid;
+  out.notes.push_back("reference grid '" + out.grid_path + "': " + grid.describe());
+
+  // Align every layer; each band of each covariate file is one covariate.
+  std::vector<Layer> layers;
+  for (const auto& l : covs) {
+    Layer layer;
+    layer.raster = std::make_unique<AlignedLayer>(l.path, l.resampling, grid, out.grid_path);
+    const int nb = layer.raster->bands();
+    for (int b = 1; b <= nb; ++b) {
+      const std::string& desc = layer.raster->band_descriptions()[static_cast<size_t>(b - 1)];
+      layer.names.push_back(nb == 1 ? l.name : l.name + "_" + (desc.empty() ? std::to_string(b) : desc));
+    }
+    if (layer.raster->warped())
+      out.notes.push_back("covariate '" + l.path + "' warped onto the reference grid (" + l.resampling + ")");
+    layers.push_back(std::move(layer));
+  }
+  AlignedLayer population(pop.path, pop.resampling, grid, out.grid_path);
+  if (population.bands() != 1) throw DataError("population raster '" + pop.path + "' has " + std::to_string(population.bands()) + " bands; it must have one");
+  if (population.warped()) out.notes.push_back("population '" + pop.path + "' warped onto the reference grid (" + pop.resampling + ")");
+
+  std::vector<std::string> names;
+  for (const auto& l : layers) names.insert(names.end(), l.names.begin(), l.names.end());
+  const Index Dc = static_cast<Index>(names.size());
+  const int Dx = config.coordinates ? coordinate_count(grid) : 0;
+  if (config.coordinates && !crs_facts(grid).known)
+    out.notes.push_back("the reference grid has no CRS: coordinates are in its map units");
+
+  UnitsSpec units_spec = config.units;
+  units_spec.path = resolve(units_spec.path, base_dir);
+  UnitsRead units = read_units(units_spec, grid.crs_wkt);
+  out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
+
+  // Pass 1: which pixels each usable unit covers (16 bytes a pixel).
+  std::vector<std::vector<PixelShare>> shares(units.units.size());
+  std::vector<PixelShare> strip_shares;
+  Index assigned = 0;
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    const Unit& unit = units.units[u];
+    if (!unit.geometry || !unit.problems.empty()) continue;
+    int first, last;
+    envelope_rows(*unit.geometry, grid, first, last);
+    for (int row0 = first; row0 < last; row0 += config.strip_rows) {
+      assign_pixels(*unit.geometry, grid, config.pixel_assignment, row0, std::min(config.strip_rows, last - row0), strip_shares);
+      shares[u].insert(shares[u].end(), strip_shares.begin(), strip_shares.end());
+    }
+    assigned += static_cast<Index>(shares[u].size());
+  }
+
+  // Pass 2: read the layers strip by strip (one strip of each in memory) straight into the pixel
+  // table, sized for every assigned pixel and compacted as pixels with missing data are skipped.
+  Dataset& d = out.dataset;
+  d.inputs.resize(Dc + Dx, assigned);
+  d.population.resize(assigned);
+  d.coverage.resize(assigned);
+  d.offsets.assign(1, 0);
+  out.cell.resize(static_cast<size_t>(assigned));
+  std::vector<double> response;
+  std::vector<std::vector<double>> strip(static_cast<size_t>(Dc));
+  std::vector<double> pop_strip;
+  Index negative_population = 0;
+  Index pos = 0;
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    Unit& unit = units.units[u];
+    UnitSummary summary{unit.id, unit.response, 0, 0, 0.0};
+    if (!unit.problems.empty()) continue;
+    const Index unit_start = pos;
+    const auto& sh = shares[u];
+    for (size_t k0 = 0; k0 < sh.size();) {
+      // The shares of one strip: pass 1 produced them strip by strip in row order.
+      const int row0 = sh[k0].row - (sh[k0].row - sh.front().row) % config.strip_rows;
+      size_t k1 = k0;
+      int c0 = grid.width, c1 = 0, r1 = row0;
+      while (k1 < sh.size() && sh[k1].row < row0 + config.strip_rows) {
+        c0 = std::min(c0, sh[k1].col);
+        c1 = std::max(c1, sh[k1].col + 1);
+        r1 = std::max(r1, sh[k1].row + 1);
+        ++k1;
+      }
+      const int cols = c1 - c0, rows = r1 - row0;
+      size_t b = 0;
+      for (const auto& l : layers)
+        for (int band = 1; band <= l.raster->bands(); ++band) l.raster->read(band, c0, row0, cols, rows, strip[b++]);
+      population.read(1, c0, row0, cols, rows, pop_strip);
+      for (size_t k = k0; k < k1; ++k) {
+        const PixelShare& s = sh[k];
+        const size_t idx = static_cast<size_t>(s.row - row0) * cols + (s.col - c0);
+        const double p = pop_strip[idx];
+        bool ok = std::isfinite(p);
+        if (ok && p < 0) {
+          ++negative_population;
+          ok = false;
+        }
+        for (Index c = 0; ok && c < Dc; ++c) ok = std::isfinite(strip[static_cast<size_t>(c)][idx]);
+        if (!ok) {
+          ++summary.dropped_pixels;
+          continue;
+        }
+        for (Index c = 0; c < Dc; ++c) d.inputs(c, pos) = strip[static_cast<size_t>(c)][idx];
+        if (Dx) pixel_coordinates(grid, s.col, s.row, d.inputs.col(pos).data() + Dc);
+        d.population[pos] = p;
+        d.coverage[pos] = s.fraction;
+        out.cell[static_cast<size_t>(pos)] = static_cast<std::int64_t>(s.row) * grid.width + s.col;
+        summary.population += p * s.fraction;
+        ++summary.pixels;
+        ++pos;
+      }
+      k0 = k1;
+    }
+    std::vector<PixelShare>().swap(shares[u]);
+    if (summary.pixels == 0) {
+      unit.problems.push_back(summary.dropped_pixels ? "no pixels with every covariate and population"
+                                                     : "no pixels (outside the grid or smaller than the assignment can see)");
+    } else if (!(summary.population > 0)) {
+      unit.problems.push_back("zero population");
+    }
+    if (!unit.problems.empty()) {
+      pos = unit_start;  // the unit's pixels are overwritten by the next unit
+      continue;
+    }
+    d.offsets.push_back(pos);
+    response.push_back(unit.response);
+    d.bag_ids.push_back(unit.id);
+    out.units.push_back(summary);
+  }
+  if (negative_population)
+    out.notes.push_back(std::to_string(negative_population) + " pixels with negative population in '" + pop.path +
+                        "' treated as missing");
+
+  // Bad units: stop naming every one, or drop and list them.
+  std::string problems;
+  size_t bad = 0;
+  for (const auto& u : units.units) {
+    if (u.problems.empty()) continue;
+    ++bad;
+    std::string why;
+    for (const auto& p : u.problems) why += (why.empty() ? "" : "; ") + p;
+    if (config.on_bad_unit == BadUnitPolicy::drop) {
+      out.dropped.push_back({u.id, why});
+    } else {
+      problems += "\n  unit '" + u.id + "': " + why;
+    }
+  }
+  if (!problems.empty())
+    throw DataError(std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" + units_spec.path +
+                    "' cannot be used (set data.on_bad_unit: drop to leave them out):" + problems);
+  if (bad == units.units.size()) throw DataError("every unit in '" + units_spec.path + "' was dropped; nothing is left to fit");
+
+  const Index N = pos;
+  d.inputs.conservativeResize(Eigen::NoChange, N);
+  d.population.conservativeResize(N);
+  d.coverage.conservativeResize(N);
+  out.cell.resize(static_cast<size_t>(N));
+  d.response = Eigen::Map<const Vector>(response.data(), static_cast<Index>(response.size()));
+
+  // Constant covariates carry no information and break standardisation: report and leave out.
+  std::vector<Index> keep;
+  for (Index k = 0; k < Dc; ++k) {
+    if (N > 0 && d.inputs.row(k).maxCoeff() == d.inputs.row(k).minCoeff()) {
+      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] + "' is constant over the units' pixels and is left out");
+      continue;
+    }
+    keep.push_back(k);
+  }
+  if (keep.empty()) throw DataError("every covariate is constant over the units' pixels; nothing to learn from");
+  for (Index k = Dc; k < Dc + Dx; ++k) keep.push_back(k);
+  if (static_cast<Index>(keep.size()) != Dc + Dx) {
+    Matrix kept(static_cast<Index>(keep.size()), N);
+    for (size_t j = 0; j < keep.size(); ++j) kept.row(static_cast<Index>(j)) = d.inputs.row(keep[j]);
+    d.inputs = std::move(kept);
+  }
+  for (Index k : keep) {
+    if (k < Dc) out.covariates.push_back(names[static_cast<size_t>(k)]);
+  }
+  out.num_coordinates = Dx;
+  d.input_names = out.covariates;
+  if (Dx == 2) d.input_names.insert(d.input_names.end(), {"x_km", "y_km"});
+  if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
+  d.validate();
+  return out;
+}
+
+}  // namespace vbagg::io

@@ -1,0 +1,31 @@
+// Administrative units from any OGR vector source: id, response and polygon, reprojected to the
+// reference grid's CRS, with every problem recorded against the unit that has it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data_config.hpp"
+#include "gdal_handles.hpp"
+
+namespace vbagg::io {
+
+struct Unit {
+  std::string id;
+  double response = 0;
+  GeometryPtr geometry;           // polygonal, valid, in the grid's CRS (null when unusable)
+  std::vector<std::string> problems;  // reasons the unit cannot be used
+};
+
+struct UnitsRead {
+  std::vector<Unit> units;
+  std::vector<std::string> notes;  // repairs and assumptions worth a log line
+};
+
+// Reads every feature of the configured layer. Problems of individual units (missing or
+// non-numeric response, negative response, duplicate id, missing, non-polygonal or irreparable
+// geometry) are recorded on the unit; problems of the source (missing fields, several layers and
+// none named, empty layer) throw.
+UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt);
+
+}  // namespace vbagg::io
