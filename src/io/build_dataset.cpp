@@ -1,13 +1,12 @@
 #include "build_dataset.hpp"
 
-#include <ogr_spatialref.h>
-
 #include <cmath>
 #include <filesystem>
 #include <memory>
 
 #include "aligned_layer.hpp"
 #include "assign.hpp"
+#include "coordinates.hpp"
 #include "units.hpp"
 
 namespace vbagg::io {
@@ -28,23 +27,6 @@ struct Layer {
   std::vector<std::string> names;  // one per band
 };
 
-struct CrsFacts {
-  bool geographic = false;
-  double metres_per_unit = 1;
-  bool known = false;
-};
-
-CrsFacts crs_facts(const Grid& grid) {
-  CrsFacts f;
-  if (grid.crs_wkt.empty()) return f;
-  OGRSpatialReference srs;
-  if (srs.importFromWkt(grid.crs_wkt.c_str()) != OGRERR_NONE) return f;
-  f.known = true;
-  f.geographic = srs.IsGeographic();
-  if (!f.geographic) f.metres_per_unit = srs.GetLinearUnits();
-  return f;
-}
-
 // The reference grid's source path: 'population', a covariate name, or a raster path.
 std::string grid_source(const DataConfig& c, const std::vector<LayerSpec>& covs, const std::string& base) {
   if (c.grid.empty() || c.grid == "population") return resolve(c.population.path, base);
@@ -54,31 +36,6 @@ std::string grid_source(const DataConfig& c, const std::vector<LayerSpec>& covs,
 }
 
 }  // namespace
-
-int coordinate_count(const Grid& grid) {
-  const CrsFacts f = crs_facts(grid);
-  return f.geographic ? 3 : 2;
-}
-
-int pixel_coordinates(const Grid& grid, int col, int row, double* out) {
-  static thread_local std::string cached_wkt;
-  static thread_local CrsFacts facts;
-  if (cached_wkt != grid.crs_wkt || cached_wkt.empty()) {
-    facts = crs_facts(grid);
-    cached_wkt = grid.crs_wkt;
-  }
-  const double x = grid.centre_x(col), y = grid.centre_y(row);
-  if (facts.geographic) {
-    const double R = 6371.0, lon = x * M_PI / 180, lat = y * M_PI / 180;
-    out[0] = R * std::cos(lat) * std::cos(lon);
-    out[1] = R * std::cos(lat) * std::sin(lon);
-    out[2] = R * std::sin(lat);
-    return 3;
-  }
-  out[0] = x * facts.metres_per_unit / 1000.0;
-  out[1] = y * facts.metres_per_unit / 1000.0;
-  return 2;
-}
 
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   ensure_gdal_registered();
@@ -130,8 +87,9 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   std::vector<std::string> names;
   for (const auto& l : layers) names.insert(names.end(), l.names.begin(), l.names.end());
   const Index Dc = static_cast<Index>(names.size());
-  const int Dx = config.coordinates ? coordinate_count(grid) : 0;
-  if (config.coordinates && !crs_facts(grid).known)
+  const CoordinateMapper coordinates(grid);
+  const int Dx = config.coordinates ? coordinates.count() : 0;
+  if (config.coordinates && !coordinates.crs_known())
     out.notes.push_back("the reference grid has no CRS: coordinates are in its map units");
 
   UnitsSpec units_spec = config.units;
@@ -205,7 +163,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
           continue;
         }
         for (Index c = 0; c < Dc; ++c) d.inputs(c, pos) = strip[static_cast<size_t>(c)][idx];
-        if (Dx) pixel_coordinates(grid, s.col, s.row, d.inputs.col(pos).data() + Dc);
+        if (Dx) coordinates(s.col, s.row, d.inputs.col(pos).data() + Dc);
         d.population[pos] = p;
         d.coverage[pos] = s.fraction;
         out.cell[static_cast<size_t>(pos)] = static_cast<std::int64_t>(s.row) * grid.width + s.col;
@@ -286,6 +244,24 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
   d.validate();
   return out;
+}
+
+std::vector<std::string> report_lines(const BuiltData& b) {
+  std::vector<std::string> lines = b.notes;
+  Index dropped_pixels = 0;
+  for (const auto& u : b.units) {
+    if (!u.dropped_pixels) continue;
+    dropped_pixels += u.dropped_pixels;
+    lines.push_back("unit '" + u.id + "': " + std::to_string(u.dropped_pixels) + " of " +
+                    std::to_string(u.pixels + u.dropped_pixels) + " pixels dropped (a covariate or the population is missing)");
+  }
+  for (const auto& d : b.dropped) lines.push_back("unit '" + d.id + "' dropped: " + d.reason);
+  lines.push_back(std::to_string(b.dataset.num_bags()) + " units, " + std::to_string(b.dataset.num_pixels()) + " pixels, " +
+                  std::to_string(b.covariates.size()) + " covariates" +
+                  (b.num_coordinates ? " + " + std::to_string(b.num_coordinates) + " coordinates" : "") + "; " +
+                  std::to_string(dropped_pixels) + " pixels dropped for missing data, " + std::to_string(b.dropped.size()) +
+                  " units dropped");
+  return lines;
 }
 
 }  // namespace vbagg::io

@@ -41,9 +41,8 @@ struct BuiltData {
 // data (with every offending unit named when on_bad_unit is stop).
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "");
 
-// Pixel-centre coordinates in km: projected CRS -> map units scaled to km (2 values); geographic
-// CRS -> 3-D chordal coordinates on a 6371 km sphere (3 values). Returns the count written.
-int pixel_coordinates(const Grid& grid, int col, int row, double* out);
-int coordinate_count(const Grid& grid);
+// Log lines for a build: its notes, every unit that lost pixels to missing data (with counts),
+// every dropped unit with its reason, and a closing summary.
+std::vector<std::string> report_lines(const BuiltData& built);
 
 }  // namespace vbagg::io

@@ -2,11 +2,13 @@
 // bad units, and the formats users bring.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "fixtures.hpp"
 #include "io/build_dataset.hpp"
+#include "io/coordinates.hpp"
 
 namespace vbagg {
 namespace {
@@ -193,6 +195,11 @@ TEST(BuildDataset, NodataInEveryFormIsDropped) {
   EXPECT_EQ(b.units[0].pixels, 20);
   EXPECT_EQ(b.units[1].dropped_pixels, 0);
   for (auto c : b.cell) EXPECT_GE(c, 5);
+  const auto lines = io::report_lines(b);
+  EXPECT_NE(std::find(lines.begin(), lines.end(),
+                      "unit 'A': 5 of 25 pixels dropped (a covariate or the population is missing)"),
+            lines.end());
+  EXPECT_NE(lines.back().find("5 pixels dropped for missing data"), std::string::npos) << lines.back();
 }
 
 TEST(BuildDataset, FractionAssignmentSplitsBorderPixels) {
@@ -263,8 +270,9 @@ TEST(BuildDataset, GeographicCoordinatesAreChordal) {
   for (Index i = 0; i < b.dataset.num_pixels(); ++i) EXPECT_NEAR(b.dataset.inputs.col(i).tail(3).norm(), 6371.0, 1e-9);
   // Neighbouring pixels one degree apart on the equator are ~111 km apart.
   double xyz0[3], xyz1[3];
-  io::pixel_coordinates(b.grid, 0, 9, xyz0);
-  io::pixel_coordinates(b.grid, 1, 9, xyz1);
+  const io::CoordinateMapper map(b.grid);
+  map(0, 9, xyz0);
+  map(1, 9, xyz1);
   const double d = std::sqrt(std::pow(xyz0[0] - xyz1[0], 2) + std::pow(xyz0[1] - xyz1[1], 2) + std::pow(xyz0[2] - xyz1[2], 2));
   EXPECT_NEAR(d, 111.19, 0.1);
 }
