@@ -201,3 +201,52 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 }
 
 }  // namespace vbagg
+
+#include <random>
+
+namespace vbagg {
+
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples, unsigned long long seed) {
+  const Posterior post = compute_posterior(model);
+  Matrix K;
+  model.kernel.cross(model.inducing, X, K);
+  const Index n = X.cols(), M = model.num_inducing();
+  Vector m = K.transpose() * post.alpha;
+  m.array() += model.mean;
+  const Vector s2 = (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+  const Matrix T = post.B * K;
+  const Vector resid_sd = (s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
+  Vector w = w_in;
+  if (model.spec.likelihood == LikelihoodKind::normal && model.spec.aggregation == Aggregation::mean) w /= w.sum();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  Matrix Z(M, samples), E(n, samples);
+  for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);
+  for (Index i = 0; i < E.size(); ++i) E.data()[i] = normal(rng);
+  Matrix F = T.transpose() * Z;
+  F += resid_sd.asDiagonal() * E;
+  F.colwise() += m;
+  Vector draws(samples);
+  const double noise_sd = std::sqrt(std::exp(model.log_noise) * w.squaredNorm());
+  for (int s = 0; s < samples; ++s) {
+    double eta = 0;
+    for (Index i = 0; i < n; ++i) {
+      const double f = F(i, s);
+      eta += w[i] * (model.spec.link == Link::exp ? std::exp(f) : model.spec.link == Link::square ? f * f : f);
+    }
+    switch (model.spec.likelihood) {
+      case LikelihoodKind::poisson:
+        draws[s] = eta > 0 ? static_cast<double>(std::poisson_distribution<long long>(eta)(rng)) : 0.0;
+        break;
+      case LikelihoodKind::normal:
+        draws[s] = eta + noise_sd * normal(rng);
+        break;
+      case LikelihoodKind::exponential:
+        draws[s] = std::exponential_distribution<double>(1.0 / eta)(rng);
+        break;
+    }
+  }
+  return draws;
+}
+
+}  // namespace vbagg

@@ -47,3 +47,13 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
 double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
 
 }  // namespace vbagg
+
+namespace vbagg {
+
+// Posterior predictive draws of one bag's observation: joint draws of f over the bag's pixels
+// (f = m + T^T z + sqrt(d) e, the nystrom form of q), lambda = Psi(f), eta = sum_i w_i lambda_i,
+// then y ~ Poisson(eta) (poisson), N(eta, tau sum w^2) (normal, eta a sum or mean per
+// aggregation) or Exponential(mean eta). Inputs as in the model (D x N_a), w = c_i p_i.
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed);
+
+}  // namespace vbagg

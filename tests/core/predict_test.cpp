@@ -102,3 +102,30 @@ TEST(Predict, BlocksAndThreadsDoNotChangeResults) {
 
 }  // namespace
 }  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+TEST(Predict, BagPredictiveDrawsMatchMoments) {
+  // Mean of the draws = sum_i w_i E[lambda_i] (Poisson noise and the joint covariance of f do not
+  // move the mean); the spread exceeds Poisson's alone because the latent field is uncertain.
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 30, 30, D, LikelihoodKind::poisson, 3);
+  ModelSpec spec;
+  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 4);
+  model.mean = 1.0;
+  const Vector w = data.weights();
+  const Vector draws = bag_predictive_draws(model, data.inputs, w, 40000, 9);
+  Vector m, v;
+  predict_latent(model, data.inputs, m, v, 1);
+  double expect = 0;
+  for (Index i = 0; i < m.size(); ++i) expect += w[i] * intensity_mean(Link::exp, m[i], v[i]);
+  const double mean = draws.mean(), sd = std::sqrt((draws.array() - mean).square().mean());
+  EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(40000.0));
+  EXPECT_GT(sd, 1.2 * std::sqrt(expect));
+  // Same seed, same draws.
+  EXPECT_TRUE(draws == bag_predictive_draws(model, data.inputs, w, 40000, 9));
+}
+
+}  // namespace
+}  // namespace vbagg

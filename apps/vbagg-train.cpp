@@ -1,0 +1,3 @@
+#include "cli/train.hpp"
+
+int main(int argc, char** argv) { return vbagg::cli::train_main(argc, argv); }

@@ -1,0 +1,63 @@
+#include "app.hpp"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "core/types.hpp"
+
+namespace vbagg::cli {
+
+void add_verbosity_flags(CLI::App& app, bool& quiet, bool& verbose) {
+  app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr; no progress bar");
+  app.add_flag("-v,--verbose", verbose, "Debug messages (every epoch, every aligned layer)");
+}
+
+void setup_logging(const std::string& app_name, bool quiet, bool verbose) {
+  auto logger = spdlog::stderr_color_mt(app_name);
+  logger->set_pattern("%^%l%$ %v");
+  logger->set_level(quiet ? spdlog::level::warn : verbose ? spdlog::level::debug : spdlog::level::info);
+  spdlog::set_default_logger(logger);
+}
+
+bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : kExitUsage;
+  }
+  try {
+    body();
+    return 0;
+  } catch (const ConfigError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), e.what());
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), e.what());
+    return kExitData;
+  }
+}
+
+Progress::Progress(std::string label, long long total, bool enabled)
+    : label_(std::move(label)), total_(total), enabled_(enabled && stderr_is_terminal() && total > 0) {}
+
+void Progress::update(long long done, const std::string& suffix) {
+  if (!enabled_) return;
+  const int percent = static_cast<int>(100 * done / total_);
+  if (percent == last_percent_ && suffix.empty()) return;
+  last_percent_ = percent;
+  const int width = 30, filled = width * percent / 100;
+  std::fprintf(stderr, "\r%s [%s%s] %3d%% %s\x1b[K", label_.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(width - filled), '.').c_str(), percent, suffix.c_str());
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (enabled_) std::fprintf(stderr, "\r\x1b[K");
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,40 @@
+// What every vbagg app shares: logging set-up, the exit-code contract, progress display.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace vbagg::cli {
+
+// Exit codes: 0 success, 1 data or runtime error, 2 usage or configuration error.
+inline constexpr int kExitData = 1;
+inline constexpr int kExitUsage = 2;
+
+// Adds -q/--quiet and -v/--verbose to the app.
+void add_verbosity_flags(CLI::App& app, bool& quiet, bool& verbose);
+// stderr logging at info (default), warn (-q) or debug (-v), named after the app.
+void setup_logging(const std::string& app_name, bool quiet, bool verbose);
+
+// Parses and runs body; maps CLI11 errors and ConfigError to 2, every other error to 1, each as
+// one line on stderr naming the culprit.
+int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body);
+
+// A progress bar on stderr, drawn only when stderr is a terminal and logging is not quiet.
+class Progress {
+ public:
+  Progress(std::string label, long long total, bool enabled);
+  void update(long long done, const std::string& suffix = "");
+  void finish();
+
+ private:
+  std::string label_;
+  long long total_;
+  bool enabled_;
+  int last_percent_ = -1;
+};
+
+bool stderr_is_terminal();
+
+}  // namespace vbagg::cli

@@ -1,0 +1,337 @@
+#include "config.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/types.hpp"
+#include "params.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string where(const std::string& source, const YAML::Node& node) {
+  if (source.rfind("--set", 0) == 0) return source;
+  const auto m = node.Mark();
+  if (m.line < 0) return source;
+  return source + ":" + std::to_string(m.line + 1);
+}
+
+std::vector<std::string> split(const std::string& key) {
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  std::string p;
+  while (std::getline(ss, p, '.')) parts.push_back(p);
+  return parts;
+}
+
+// The section keys known below a prefix ("model." -> likelihood, link, kernel, ...).
+std::vector<std::string> children(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& p : all_params()) {
+    if (p.key.rfind(prefix, 0) != 0) continue;
+    const std::string rest = p.key.substr(prefix.size());
+    const std::string first = rest.substr(0, rest.find('.'));
+    if (seen.insert(first).second) out.push_back(first);
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+// Checks one value against its parameter; throws ConfigError naming file, line and key.
+void check_value(const Param& p, const YAML::Node& v, const std::string& source) {
+  const std::string head = where(source, v) + ": " + p.key;
+  auto scalar = [&]() -> std::string {
+    if (!v.IsScalar()) throw ConfigError(head + " must be a single " + type_name(p.type) + ", not a list or map");
+    return v.Scalar();
+  };
+  auto number = [&](const YAML::Node& n, const std::string& h) {
+    double x;
+    try {
+      x = n.as<double>();
+    } catch (const YAML::Exception&) {
+      throw ConfigError(h + " must be a number, got '" + (n.IsScalar() ? n.Scalar() : std::string("a list or map")) + "'");
+    }
+    if (!(x >= p.min && x <= p.max)) {
+      std::ostringstream r;
+      r << h << " = " << x << " is out of range [" << p.min << ", " << p.max << "]";
+      throw ConfigError(r.str());
+    }
+    return x;
+  };
+  switch (p.type) {
+    case ParamType::text:
+    case ParamType::path:
+      scalar();
+      return;
+    case ParamType::integer: {
+      const std::string s = scalar();
+      long long x;
+      try {
+        x = v.as<long long>();
+      } catch (const YAML::Exception&) {
+        throw ConfigError(head + " must be an integer, got '" + s + "'");
+      }
+      number(v, head);
+      (void)x;
+      return;
+    }
+    case ParamType::real:
+      scalar();
+      number(v, head);
+      return;
+    case ParamType::boolean: {
+      const std::string s = scalar();
+      try {
+        v.as<bool>();
+      } catch (const YAML::Exception&) {
+        throw ConfigError(head + " must be true or false, got '" + s + "'");
+      }
+      return;
+    }
+    case ParamType::choice: {
+      const std::string s = scalar();
+      for (const auto& c : p.choices)
+        if (c == s) return;
+      throw ConfigError(head + ": '" + s + "' is not allowed (allowed: " + join(p.choices) + ")");
+    }
+    case ParamType::real_list: {
+      if (v.IsScalar() && !v.Scalar().empty()) {  // a single number is a one-element list
+        number(v, head);
+        return;
+      }
+      if (!v.IsSequence() && !v.IsNull()) throw ConfigError(head + " must be a list of numbers, e.g. [0.025, 0.975]");
+      for (size_t i = 0; v.IsSequence() && i < v.size(); ++i) number(v[i], head + "[" + std::to_string(i) + "]");
+      return;
+    }
+    case ParamType::layer_list: {
+      if (!v.IsSequence() || v.size() == 0) throw ConfigError(head + " must be a non-empty list of {path, name, resampling}");
+      const Param* resampling = find_param("data.population.resampling");
+      for (size_t i = 0; i < v.size(); ++i) {
+        const std::string item = p.key + "[" + std::to_string(i) + "]";
+        const YAML::Node e = v[i];
+        if (e.IsScalar()) continue;  // a bare path
+        if (!e.IsMap()) throw ConfigError(where(source, e) + ": " + item + " must be a path or a map {path, name, resampling}");
+        for (const auto& kv : e) {
+          const std::string k = kv.first.Scalar();
+          if (k != "path" && k != "name" && k != "resampling")
+            throw ConfigError(where(source, kv.first) + ": unknown key '" + item + "." + k + "' (allowed: path, name, resampling)");
+        }
+        if (!e["path"] || !e["path"].IsScalar() || e["path"].Scalar().empty())
+          throw ConfigError(where(source, e) + ": " + item + ".path is missing");
+        if (e["resampling"]) {
+          Param r = *resampling;
+          r.key = item + ".resampling";
+          check_value(r, e["resampling"], source);
+        }
+      }
+      return;
+    }
+  }
+}
+
+// Walks the user's tree: every leaf must be a known key (layer lists are leaves).
+void check_tree(const YAML::Node& node, const std::string& prefix, const std::string& source) {
+  if (!node.IsMap()) {
+    if (prefix.empty()) throw ConfigError(source + ": the configuration must be a map of sections (data, model, train, ...)");
+    throw ConfigError(where(source, node) + ": '" + prefix.substr(0, prefix.size() - 1) +
+                      "' must be a section with keys: " + join(children(prefix)));
+  }
+  for (const auto& kv : node) {
+    const std::string key = prefix + kv.first.Scalar();
+    if (const Param* p = find_param(key)) {
+      check_value(*p, kv.second, source);
+      continue;
+    }
+    if (children(key + ".").empty()) {
+      const std::string section = prefix.empty() ? "the top level" : "'" + prefix.substr(0, prefix.size() - 1) + "'";
+      throw ConfigError(where(source, kv.first) + ": unknown key '" + key + "' (allowed in " + section + ": " +
+                        join(children(prefix)) + ")");
+    }
+    check_tree(kv.second, key + ".", source);
+  }
+}
+
+// yaml-cpp's Node::operator= writes through to the referenced node; reset() rebinds instead.
+YAML::Node lookup(const YAML::Node& root, const std::string& key) {
+  YAML::Node n;
+  n.reset(root);
+  for (const auto& part : split(key)) {
+    if (!n.IsMap() || !n[part]) return YAML::Node(YAML::NodeType::Undefined);
+    const YAML::Node child = n[part];
+    n.reset(child);
+  }
+  return n;
+}
+
+void assign(YAML::Node& root, const std::string& key, const YAML::Node& value) {
+  const auto parts = split(key);
+  std::vector<YAML::Node> chain{root};
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (!next.IsMap()) {
+      chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      next.reset(chain.back()[parts[i]]);
+    }
+    chain.push_back(next);
+  }
+  chain.back()[parts.back()] = value;
+}
+
+}  // namespace
+
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides, bool required_data) {
+  Config c;
+  c.root_ = YAML::Node(YAML::NodeType::Map);
+  if (!path.empty()) {
+    c.source_ = path;
+    c.base_dir_ = fs::absolute(fs::path(path)).parent_path().string();
+    if (!fs::exists(path)) throw ConfigError("config file '" + path + "' does not exist");
+    try {
+      c.root_ = YAML::LoadFile(path);
+    } catch (const YAML::ParserException& e) {
+      throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+    } catch (const YAML::Exception& e) {
+      throw ConfigError("cannot read config file '" + path + "': " + e.what());
+    }
+    if (c.root_.IsNull()) c.root_ = YAML::Node(YAML::NodeType::Map);
+    check_tree(c.root_, "", path);
+  } else {
+    c.base_dir_ = fs::current_path().string();
+  }
+  for (const auto& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) throw ConfigError("--set " + o + ": expected KEY=VALUE, e.g. --set model.link=square");
+    c.set(o.substr(0, eq), o.substr(eq + 1));
+  }
+  for (const auto& p : all_params()) {
+    if (lookup(c.root_, p.key)) continue;
+    if (p.default_yaml.empty()) {
+      if (required_data && p.key.rfind("data.", 0) == 0)
+        throw ConfigError((c.source_.empty() ? std::string("the configuration") : c.source_) + ": " + p.key +
+                          " is required (" + p.help + ")");
+      continue;
+    }
+    assign(c.root_, p.key, YAML::Load(p.default_yaml));
+  }
+  return c;
+}
+
+Config Config::from_node(const YAML::Node& resolved, const std::string& base_dir, const std::string& source) {
+  Config c;
+  c.root_ = YAML::Clone(resolved);
+  c.base_dir_ = base_dir;
+  c.source_ = source;
+  check_tree(c.root_, "", source);
+  return c;
+}
+
+void Config::set(const std::string& key, const std::string& yaml_value) {
+  const Param* p = find_param(key);
+  if (!p) {
+    const auto dot = key.rfind('.');
+    const std::string prefix = dot == std::string::npos ? "" : key.substr(0, dot + 1);
+    throw ConfigError("--set " + key + ": unknown key" +
+                      (children(prefix).empty() ? std::string() : " (allowed in '" + prefix.substr(0, prefix.size() - 1) +
+                                                                       "': " + join(children(prefix)) + ")"));
+  }
+  YAML::Node v;
+  try {
+    v = YAML::Load(yaml_value);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError("--set " + key + "=" + yaml_value + ": not a valid value: " + e.what());
+  }
+  if (v.IsNull() && (p->type == ParamType::text || p->type == ParamType::path)) v = YAML::Node(yaml_value);
+  check_value(*p, v, "--set " + key + "=" + yaml_value);  // where() keeps a --set source as it is
+  assign(root_, key, v);
+}
+
+std::string Config::text(const std::string& key) const {
+  const YAML::Node n = lookup(root_, key);
+  return n && !n.IsNull() ? n.as<std::string>() : std::string();
+}
+
+double Config::real(const std::string& key) const { return lookup(root_, key).as<double>(); }
+long long Config::integer(const std::string& key) const { return lookup(root_, key).as<long long>(); }
+bool Config::boolean(const std::string& key) const { return lookup(root_, key).as<bool>(); }
+
+std::vector<double> Config::reals(const std::string& key) const {
+  const YAML::Node n = lookup(root_, key);
+  std::vector<double> out;
+  if (!n || n.IsNull()) return out;
+  if (n.IsScalar()) return {n.as<double>()};
+  for (const auto& e : n) out.push_back(e.as<double>());
+  return out;
+}
+
+std::string Config::path(const std::string& key) const {
+  const std::string p = text(key);
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (fs::path(base_dir_) / p).lexically_normal().string();
+}
+
+YAML::Node Config::resolved_node() const {
+  YAML::Node r = YAML::Clone(root_);
+  for (const auto& p : all_params()) {
+    if (p.type != ParamType::path) continue;
+    if (lookup(r, p.key) && !text(p.key).empty()) assign(r, p.key, YAML::Node(path(p.key)));
+  }
+  if (YAML::Node covs = r["data"]["covariates"]; covs && covs.IsSequence()) {
+    for (size_t i = 0; i < covs.size(); ++i) {
+      YAML::Node e = covs[i];
+      if (e.IsScalar()) {
+        YAML::Node m(YAML::NodeType::Map);
+        m["path"] = e.Scalar();
+        covs[i] = m;
+        e.reset(covs[i]);
+      }
+      const std::string p = e["path"].as<std::string>();
+      if (!fs::path(p).is_absolute()) e["path"] = (fs::path(base_dir_) / p).lexically_normal().string();
+    }
+  }
+  return r;
+}
+
+std::string Config::resolved_yaml() const {
+  YAML::Emitter out;
+  out.SetDoublePrecision(17);
+  out << resolved_node();
+  return std::string(out.c_str()) + "\n";
+}
+
+io::DataConfig Config::data_config() const {
+  io::DataConfig d;
+  const YAML::Node covs = resolved_node()["data"]["covariates"];
+  for (size_t i = 0; covs && i < covs.size(); ++i) {
+    io::LayerSpec l;
+    l.path = covs[i]["path"].as<std::string>();
+    l.name = covs[i]["name"] ? covs[i]["name"].as<std::string>() : "";
+    l.resampling = covs[i]["resampling"] ? covs[i]["resampling"].as<std::string>() : "bilinear";
+    d.covariates.push_back(l);
+  }
+  d.population = {path("data.population.path"), "population", text("data.population.resampling")};
+  d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"), text("data.units.response_field")};
+  const std::string grid = text("data.grid");
+  d.grid = grid;
+  if (grid != "population") {
+    bool is_name = false;
+    for (const auto& l : d.covariates) is_name |= (l.name.empty() ? fs::path(l.path).stem().string() : l.name) == grid;
+    if (!is_name) d.grid = path("data.grid");
+  }
+  d.pixel_assignment = io::parse_pixel_assignment(text("data.pixel_assignment"));
+  d.coordinates = boolean("data.coordinates");
+  d.on_bad_unit = io::parse_bad_unit_policy(text("data.on_bad_unit"));
+  return d;
+}
+
+}  // namespace vbagg::cli

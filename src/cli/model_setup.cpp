@@ -1,0 +1,77 @@
+#include "model_setup.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <unordered_map>
+
+namespace vbagg::cli {
+
+Split split_units(Index bags, double fraction, unsigned long long seed) {
+  std::vector<Index> order(static_cast<size_t>(bags));
+  for (Index a = 0; a < bags; ++a) order[static_cast<size_t>(a)] = a;
+  std::mt19937_64 rng(seed);
+  for (Index i = bags - 1; i > 0; --i)
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng() % static_cast<unsigned long long>(i + 1))]);
+  const Index holdout = std::min(bags - 1, static_cast<Index>(std::llround(fraction * static_cast<double>(bags))));
+  Split s;
+  s.holdout.assign(order.begin(), order.begin() + holdout);
+  s.train.assign(order.begin() + holdout, order.end());
+  std::sort(s.holdout.begin(), s.holdout.end());
+  std::sort(s.train.begin(), s.train.end());
+  return s;
+}
+
+ModelSpec model_spec(const Config& c) {
+  ModelSpec s;
+  s.likelihood = parse_likelihood(c.text("model.likelihood"));
+  s.link = parse_link(c.text("model.link"));
+  s.covariance = parse_covariance_mode(c.text("model.covariance"));
+  s.aggregation = parse_aggregation(c.text("model.aggregation"));
+  s.learn_inducing = c.boolean("model.inducing.learn_locations");
+  try {
+    s.validate();
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("model.likelihood / model.link: ") + e.what());
+  }
+  return s;
+}
+
+Kernel model_kernel(const Config& c, Index covariates, Index coordinates) {
+  const std::string space = c.text("model.kernel.space");
+  if (space != "none" && coordinates == 0)
+    throw ConfigError("model.kernel.space is '" + space + "' but data.coordinates is false; set model.kernel.space: none "
+                      "or data.coordinates: true");
+  return make_kernel(c.text("model.kernel.covariates"), space, covariates, coordinates);
+}
+
+int thread_count(const Config& c, int cli_threads) {
+  const int t = cli_threads > 0 ? cli_threads : static_cast<int>(c.integer("train.threads"));
+  return t > 0 ? t : omp_get_num_procs();
+}
+
+FitOptions fit_options(const Config& c, int threads) {
+  FitOptions o;
+  o.optimizer = parse_optimizer(c.text("train.optimizer"));
+  o.learning_rate = c.real("train.learning_rate");
+  o.epochs = static_cast<int>(c.integer("train.epochs"));
+  o.batch_bags = c.integer("train.batch_bags");
+  o.tolerance = c.real("train.tolerance");
+  o.patience = static_cast<int>(c.integer("train.patience"));
+  o.seed = static_cast<unsigned long long>(c.integer("train.seed"));
+  o.threads = threads;
+  return o;
+}
+
+std::vector<Index> bags_of(const Dataset& data, const std::vector<std::string>& ids) {
+  std::unordered_map<std::string, Index> index;
+  for (Index a = 0; a < data.num_bags(); ++a) index.emplace(data.bag_ids[static_cast<size_t>(a)], a);
+  std::vector<Index> out;
+  for (const auto& id : ids)
+    if (auto it = index.find(id); it != index.end()) out.push_back(it->second);
+  return out;
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,31 @@
+// From a resolved configuration and a built dataset to what the core fits: the unit split,
+// standardisation, model spec, kernel and optimiser settings.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "core/fit.hpp"
+#include "core/standardize.hpp"
+#include "io/build_dataset.hpp"
+
+namespace vbagg::cli {
+
+struct Split {
+  std::vector<Index> train, holdout;  // bag indices of the dataset
+};
+
+// Seeded split of the dataset's bags; at least one training bag, holdout rounded to the nearest bag.
+Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
+
+ModelSpec model_spec(const Config& config);
+Kernel model_kernel(const Config& config, Index covariates, Index coordinates);
+FitOptions fit_options(const Config& config, int threads);
+// Threads from train.threads (0: every core), overridden by a positive --threads.
+int thread_count(const Config& config, int cli_threads);
+
+// Maps unit ids to dataset bag indices; unknown ids are skipped.
+std::vector<Index> bags_of(const Dataset& data, const std::vector<std::string>& ids);
+
+}  // namespace vbagg::cli

@@ -1,0 +1,145 @@
+// vbagg-train: build the dataset, split units, fit, write model.yaml, run.resolved.yaml, history.csv.
+#include "train.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "app.hpp"
+#include "config.hpp"
+#include "core/objective.hpp"
+#include "core/predict.hpp"
+#include "io/atomic_file.hpp"
+#include "io/model_file.hpp"
+#include "model_setup.hpp"
+#include "params.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> ids_of(const Dataset& d, const std::vector<Index>& bags) {
+  std::vector<std::string> ids;
+  for (Index a : bags) ids.push_back(d.bag_ids[static_cast<size_t>(a)]);
+  return ids;
+}
+
+// Refuses an output folder whose outputs would overwrite one of the run's inputs.
+void check_outputs_are_not_inputs(const std::string& out_dir, const io::DataConfig& data) {
+  std::vector<std::string> inputs = {data.population.path, data.units.path};
+  for (const auto& l : data.covariates) inputs.push_back(l.path);
+  for (const char* name : {"model.yaml", "run.resolved.yaml", "history.csv"}) {
+    const fs::path out = fs::weakly_canonical(fs::path(out_dir) / name);
+    for (const auto& in : inputs)
+      if (fs::weakly_canonical(in) == out)
+        throw ConfigError("--out " + out_dir + " would overwrite the input '" + in + "'; choose another folder");
+  }
+}
+
+}  // namespace
+
+int train_main(int argc, char** argv) {
+  CLI::App app("Fits a VBAgg model to case counts per administrative unit, with covariate and population rasters, "
+               "and writes model.yaml, run.resolved.yaml and history.csv to the output folder. Every setting is "
+               "described in docs/configuration.md.",
+               "vbagg-train");
+  std::string config_path, out;
+  std::vector<std::string> sets;
+  int threads = 0;
+  bool quiet = false, verbose = false, markdown = false;
+  app.add_option("--config", config_path, "Run configuration (YAML), e.g. run.yaml");
+  app.add_option("--set", sets, "Override a setting: --set KEY=VALUE, e.g. --set model.link=square (repeatable)");
+  app.add_option("--out", out, "Output folder (overrides output.dir)");
+  app.add_option("--threads", threads, "Threads (overrides train.threads; default: every core)")->check(CLI::PositiveNumber);
+  app.add_flag("--markdown-config", markdown, "Print the configuration reference (docs/configuration.md) and exit");
+  add_verbosity_flags(app, quiet, verbose);
+  return run_app(app, argc, argv, [&] {
+    if (markdown) {
+      std::fputs(configuration_markdown().c_str(), stdout);
+      return;
+    }
+    if (config_path.empty()) throw ConfigError("--config is required (a run.yaml; see docs/configuration.md)");
+    setup_logging("vbagg-train", quiet, verbose);
+    const auto t0 = std::chrono::steady_clock::now();
+    Config config = Config::load(config_path, sets);
+    if (!out.empty()) config.set("output.dir", fs::absolute(out).string());
+    const std::string out_dir = config.path("output.dir");
+    const io::DataConfig data_config = config.data_config();
+    check_outputs_are_not_inputs(out_dir, data_config);
+    io::ensure_writable_dir(out_dir);
+    const int nthreads = thread_count(config, threads);
+    const ModelSpec spec = model_spec(config);
+
+    spdlog::info("building the dataset from {}", config_path);
+    io::BuiltData built = io::build_dataset(data_config, config.base_dir());
+    for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
+    Dataset& data = built.dataset;
+    const Index Dc = static_cast<Index>(built.covariates.size());
+    const Kernel kernel = model_kernel(config, Dc, built.num_coordinates);
+
+    const Split split = split_units(data.num_bags(), config.real("train.holdout.fraction"),
+                                    static_cast<unsigned long long>(config.integer("train.holdout.seed")));
+    const Standardization standardization = fit_standardization(data, split.train, Dc);
+    standardization.apply(data.inputs);
+    spdlog::info("{} training units, {} holdout units", split.train.size(), split.holdout.size());
+
+    InitOptions init;
+    init.inducing = config.integer("model.inducing.count");
+    init.jitter = config.real("model.jitter");
+    init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
+    Model model = init_model(spec, kernel, subset_bags(data, split.train), init);
+    if (model.num_inducing() < init.inducing)
+      spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
+                   model.num_inducing(), init.inducing);
+
+    FitOptions fo = fit_options(config, nthreads);
+    std::ostringstream history;
+    history.precision(17);
+    history << "epoch,objective,holdout_nll,learning_rate,seconds\n";
+    Progress progress("training", fo.epochs, !quiet);
+    const int log_every = std::max(1, fo.epochs / 20);
+    fo.on_epoch = [&](const EpochInfo& e) {
+      history << e.epoch << "," << e.elbo << "," << e.holdout_nll << "," << e.learning_rate << "," << e.seconds << "\n";
+      char suffix[128];
+      std::snprintf(suffix, sizeof suffix, "epoch %d  ELBO %.6g  holdout NLL %.5g", e.epoch, e.elbo, e.holdout_nll);
+      progress.update(e.epoch, suffix);
+      if (e.epoch % log_every == 0 || e.epoch == 1)
+        spdlog::debug("epoch {}: ELBO {:.8g}, holdout NLL {:.6g}, {:.1f} s", e.epoch, e.elbo, e.holdout_nll, e.seconds);
+      return true;
+    };
+    spdlog::info("fitting {} {}-link model: {} pixels, {} inputs, {} inducing points, {} threads", to_string(spec.likelihood),
+                 to_string(spec.link), data.num_pixels(), data.num_inputs(), model.num_inducing(), nthreads);
+    const FitResult result = fit(model, data, split.train, split.holdout, fo);
+    progress.finish();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("stopped after {} epochs ({}): ELBO {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
+                 split.holdout.empty() ? std::string()
+                                       : fmt::format(", holdout NLL {:.6g}",
+                                                     bag_predictive_nll(model, data, split.holdout, nthreads)));
+    if (result.recovered_steps)
+      spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
+                   result.recovered_steps);
+
+    io::ModelFile file;
+    file.model = model;
+    file.covariates = built.covariates;
+    file.standardization = standardization;
+    file.coordinates = static_cast<int>(built.num_coordinates);
+    file.grid = built.grid;
+    file.train_units = ids_of(data, split.train);
+    file.holdout_units = ids_of(data, split.holdout);
+    file.training = {result.epochs, result.stop_reason, result.elbo, result.best_holdout_nll, seconds};
+    file.config = config.resolved_node();
+    io::write_model_file(out_dir + "/model.yaml", file);
+    io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml());
+    io::write_text_atomic(out_dir + "/history.csv", history.str());
+    spdlog::info("wrote {}/model.yaml, run.resolved.yaml and history.csv ({:.1f} s)", out_dir, seconds);
+  });
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,115 @@
+#include "country.hpp"
+
+#include <cmath>
+#include <random>
+
+namespace vbagg {
+
+namespace {
+
+// A smooth random field: a sum of random Fourier features with lengthscale `ls` pixels,
+// standardised to mean 0 and sd 1 over the grid.
+Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
+  const int R = 40;
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> phase(0, 2 * M_PI);
+  std::vector<double> ox(R), oy(R), ph(R);
+  for (int r = 0; r < R; ++r) {
+    ox[r] = normal(rng) / ls;
+    oy[r] = normal(rng) / ls;
+    ph[r] = phase(rng);
+  }
+  Vector f(static_cast<Index>(w) * h);
+  for (int y = 0; y < h; ++y)
+    for (int x = 0; x < w; ++x) {
+      double s = 0;
+      for (int r = 0; r < R; ++r) s += std::cos(ox[r] * x + oy[r] * y + ph[r]);
+      f[static_cast<Index>(y) * w + x] = s;
+    }
+  f.array() -= f.mean();
+  f /= std::sqrt(f.squaredNorm() / static_cast<double>(f.size()));
+  return f;
+}
+
+}  // namespace
+
+Country make_country(const CountryOptions& o) {
+  if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
+    throw ConfigError("synthetic country: need a grid of at least 4 x 4, at least one covariate, and 1 to (pixels / 4) units");
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<double> normal;
+  std::uniform_real_distribution<double> unif(0, 1);
+  Country c;
+  c.width = o.width;
+  c.height = o.height;
+  const Index N = static_cast<Index>(o.width) * o.height;
+  const double extent = std::max(o.width, o.height);
+  static const char* names[] = {"temperature", "rainfall", "night_lights", "travel_time"};
+  static const double centre[] = {24.0, 900.0, 2.0, 120.0}, spread[] = {3.0, 250.0, 1.5, 60.0};
+  std::vector<Vector> standard;
+  for (int k = 0; k < o.covariates; ++k) {
+    standard.push_back(smooth_field(o.width, o.height, extent * (0.08 + 0.04 * (k % 3)), rng));
+    c.covariate_names.push_back(k < 4 ? names[k] : "covariate_" + std::to_string(k + 1));
+    const double mu = k < 4 ? centre[k] : 0.0, sd = k < 4 ? spread[k] : 1.0;
+    c.covariates.push_back(mu + sd * standard.back().array());
+    c.beta.push_back(k == 0 ? 0.6 : k == 1 ? -0.4 : 0.5 * normal(rng));
+  }
+  // Population: a smooth log-density plus a few towns.
+  Vector logpop = 5.0 + 0.8 * smooth_field(o.width, o.height, extent * 0.15, rng).array();
+  for (int t = 0; t < 5; ++t) {
+    const double tx = unif(rng) * o.width, ty = unif(rng) * o.height, r = extent * (0.02 + 0.03 * unif(rng));
+    for (int y = 0; y < o.height; ++y)
+      for (int x = 0; x < o.width; ++x)
+        logpop[static_cast<Index>(y) * o.width + x] += 2.5 * std::exp(-((x - tx) * (x - tx) + (y - ty) * (y - ty)) / (2 * r * r));
+  }
+  c.population = logpop.array().exp();
+  // log lambda = beta0 + beta' x + g(s): about 5 % incidence on average.
+  const Vector g = 0.5 * smooth_field(o.width, o.height, extent * 0.25, rng);
+  Vector loglam = Vector::Constant(N, std::log(0.05)) + g;
+  for (int k = 0; k < o.covariates; ++k) loglam += c.beta[static_cast<size_t>(k)] * standard[static_cast<size_t>(k)];
+  c.intensity = loglam.array().exp();
+  // A lake: covariates missing and nobody living there.
+  const double lx = 0.3 * o.width, ly = 0.6 * o.height, lr = 0.06 * extent;
+  for (int y = 0; y < o.height; ++y)
+    for (int x = 0; x < o.width; ++x)
+      if ((x - lx) * (x - lx) + (y - ly) * (y - ly) < lr * lr) {
+        const Index i = static_cast<Index>(y) * o.width + x;
+        for (auto& cov : c.covariates) cov[i] = NAN;
+        c.population[i] = 0;
+      }
+  // Units: nearest of `units` random seeds (a discrete Voronoi partition). Seeds stay out of the
+  // lake, so every unit holds its seed's pixel and people.
+  std::vector<double> sx(static_cast<size_t>(o.units)), sy(static_cast<size_t>(o.units));
+  for (int u = 0; u < o.units; ++u) {
+    double x, y;
+    do {
+      x = unif(rng) * o.width;
+      y = unif(rng) * o.height;
+    } while ((x - lx) * (x - lx) + (y - ly) * (y - ly) < 2.25 * (lr + 1) * (lr + 1));
+    sx[static_cast<size_t>(u)] = x;
+    sy[static_cast<size_t>(u)] = y;
+  }
+  c.unit_of_pixel.resize(static_cast<size_t>(N));
+  c.counts = Vector::Zero(o.units);
+  Vector rate = Vector::Zero(o.units);
+  for (int y = 0; y < o.height; ++y)
+    for (int x = 0; x < o.width; ++x) {
+      int best = 0;
+      double bd = 1e300;
+      for (int u = 0; u < o.units; ++u) {
+        const double d = (x + 0.5 - sx[static_cast<size_t>(u)]) * (x + 0.5 - sx[static_cast<size_t>(u)]) +
+                         (y + 0.5 - sy[static_cast<size_t>(u)]) * (y + 0.5 - sy[static_cast<size_t>(u)]);
+        if (d < bd) {
+          bd = d;
+          best = u;
+        }
+      }
+      const Index i = static_cast<Index>(y) * o.width + x;
+      c.unit_of_pixel[static_cast<size_t>(i)] = best;
+      rate[best] += c.population[i] * c.intensity[i];
+    }
+  for (int u = 0; u < o.units; ++u) c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u])(rng));
+  return c;
+}
+
+}  // namespace vbagg

@@ -1,0 +1,33 @@
+// The synthetic country of MODEL.md section 10: smooth covariate fields, a population field,
+// units as a discrete Voronoi partition of the grid, a true intensity and unit counts.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "types.hpp"
+
+namespace vbagg {
+
+struct CountryOptions {
+  int width = 160, height = 120;  // pixels
+  int units = 60;
+  int covariates = 4;
+  unsigned long long seed = 1;
+};
+
+struct Country {
+  int width = 0, height = 0;
+  std::vector<std::string> covariate_names;
+  std::vector<Vector> covariates;  // each width*height, row-major; NaN in the lake (missing data)
+  Vector population;               // people per pixel (0 in the lake)
+  Vector intensity;                // true lambda: cases per person
+  std::vector<int> unit_of_pixel;  // 0-based unit index per pixel
+  Vector counts;                   // y_a ~ Poisson(sum over the unit's pixels of p_i lambda_i)
+  std::vector<double> beta;        // true coefficients of the standardised covariates
+};
+
+// Deterministic for a seed. Coordinates of the fields are in pixel units.
+Country make_country(const CountryOptions& options);
+
+}  // namespace vbagg

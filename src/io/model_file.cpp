@@ -1,0 +1,262 @@
+#include "model_file.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "atomic_file.hpp"
+#include "core/types.hpp"
+
+namespace vbagg::io {
+
+namespace {
+
+// yaml-cpp writes doubles with the emitter's precision; .nan/.inf keep non-finite values.
+void emit_vector(YAML::Emitter& out, const Vector& v) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (Index i = 0; i < v.size(); ++i) out << v[i];
+  out << YAML::EndSeq;
+}
+
+void emit_strings(YAML::Emitter& out, const std::vector<std::string>& v) {
+  out << YAML::Flow << YAML::BeginSeq;
+  for (const auto& s : v) out << s;
+  out << YAML::EndSeq;
+}
+
+struct Reader {
+  const std::string& path;
+
+  [[noreturn]] void broken(const std::string& what) const {
+    throw DataError("model file '" + path + "' is broken: " + what);
+  }
+  YAML::Node at(const YAML::Node& n, const std::string& key, const std::string& where) const {
+    if (!n.IsMap() || !n[key]) broken("missing '" + where + key + "'");
+    return n[key];
+  }
+  template <class T>
+  T get(const YAML::Node& n, const std::string& key, const std::string& where) const {
+    try {
+      return at(n, key, where).as<T>();
+    } catch (const YAML::Exception&) {
+      broken("'" + where + key + "' has the wrong type");
+    }
+  }
+  Vector vec(const YAML::Node& n, const std::string& key, const std::string& where, Index expect = -1) const {
+    const YAML::Node s = at(n, key, where);
+    if (!s.IsSequence()) broken("'" + where + key + "' must be a list of numbers");
+    Vector v(static_cast<Index>(s.size()));
+    try {
+      for (size_t i = 0; i < s.size(); ++i) v[static_cast<Index>(i)] = s[i].as<double>();
+    } catch (const YAML::Exception&) {
+      broken("'" + where + key + "' holds a value that is not a number");
+    }
+    if (expect >= 0 && v.size() != expect)
+      broken("'" + where + key + "' has " + std::to_string(v.size()) + " values, expected " + std::to_string(expect));
+    return v;
+  }
+  std::vector<std::string> strings(const YAML::Node& n, const std::string& key, const std::string& where) const {
+    const YAML::Node s = at(n, key, where);
+    if (!s.IsSequence()) broken("'" + where + key + "' must be a list");
+    std::vector<std::string> out;
+    for (const auto& e : s) out.push_back(e.as<std::string>());
+    return out;
+  }
+};
+
+}  // namespace
+
+void write_model_file(const std::string& path, const ModelFile& f) {
+  const Model& m = f.model;
+  YAML::Emitter out;
+  out.SetDoublePrecision(17);
+  out << YAML::BeginMap;
+  out << YAML::Key << "format" << YAML::Value << "vbagg-model";
+  out << YAML::Key << "version" << YAML::Value << kModelFormatVersion;
+
+  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "likelihood" << YAML::Value << to_string(m.spec.likelihood);
+  out << YAML::Key << "link" << YAML::Value << to_string(m.spec.link);
+  out << YAML::Key << "covariance" << YAML::Value << to_string(m.spec.covariance);
+  out << YAML::Key << "aggregation" << YAML::Value << to_string(m.spec.aggregation);
+  out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
+  out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
+  for (const auto& p : m.kernel.parts()) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "type" << YAML::Value << to_string(p.type);
+    out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
+    out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
+    out << YAML::Key << "log_variance" << YAML::Value << p.log_variance;
+    out << YAML::Key << "log_lengthscale" << YAML::Value;
+    emit_vector(out, p.log_lengthscale);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+  out << YAML::Key << "mean" << YAML::Value << m.mean;
+  out << YAML::Key << "log_noise" << YAML::Value << m.log_noise;
+  out << YAML::Key << "jitter" << YAML::Value << m.jitter;
+  out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
+  for (Index j = 0; j < m.num_inducing(); ++j) emit_vector(out, m.inducing.col(j));
+  out << YAML::EndSeq;
+  out << YAML::Key << "q_mean" << YAML::Value;
+  emit_vector(out, m.q_mean);
+  out << YAML::Key << "q_chol" << YAML::Value << YAML::BeginSeq;
+  for (Index i = 0; i < m.num_inducing(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
+  out << YAML::EndSeq;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "inputs" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "covariates" << YAML::Value;
+  emit_strings(out, f.covariates);
+  out << YAML::Key << "standardization" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "mean" << YAML::Value;
+  emit_vector(out, f.standardization.mean);
+  out << YAML::Key << "sd" << YAML::Value;
+  emit_vector(out, f.standardization.sd);
+  out << YAML::EndMap;
+  out << YAML::Key << "coordinates" << YAML::Value << f.coordinates;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "grid" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "width" << YAML::Value << f.grid.width;
+  out << YAML::Key << "height" << YAML::Value << f.grid.height;
+  out << YAML::Key << "transform" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (double t : f.grid.transform) out << t;
+  out << YAML::EndSeq;
+  out << YAML::Key << "crs" << YAML::Value << f.grid.crs_wkt;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "units" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "train" << YAML::Value;
+  emit_strings(out, f.train_units);
+  out << YAML::Key << "holdout" << YAML::Value;
+  emit_strings(out, f.holdout_units);
+  out << YAML::EndMap;
+
+  out << YAML::Key << "training" << YAML::Value << YAML::BeginMap;
+  out << YAML::Key << "epochs" << YAML::Value << f.training.epochs;
+  out << YAML::Key << "stop_reason" << YAML::Value << f.training.stop_reason;
+  out << YAML::Key << "elbo" << YAML::Value << f.training.elbo;
+  out << YAML::Key << "best_holdout_nll" << YAML::Value << f.training.best_holdout_nll;
+  out << YAML::Key << "seconds" << YAML::Value << f.training.seconds;
+  out << YAML::EndMap;
+
+  out << YAML::Key << "config" << YAML::Value << (f.config ? f.config : YAML::Node(YAML::NodeType::Map));
+  out << YAML::EndMap;
+  if (!out.good()) throw DataError("cannot encode the model for '" + path + "': " + out.GetLastError());
+  write_text_atomic(path, std::string(out.c_str()) + "\n");
+}
+
+ModelFile read_model_file(const std::string& path) {
+  if (!std::filesystem::exists(path)) throw DataError("model file '" + path + "' does not exist");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    throw DataError("model file '" + path + "' is broken: not valid YAML (" + e.msg + ")");
+  }
+  Reader r{path};
+  if (!root.IsMap() || !root["format"] || root["format"].as<std::string>("") != "vbagg-model")
+    throw DataError("'" + path + "' is not a vbagg model file (no 'format: vbagg-model')");
+  const int version = r.get<int>(root, "version", "");
+  if (version > kModelFormatVersion)
+    throw DataError("model file '" + path + "' has format version " + std::to_string(version) + "; this vbagg reads up to " +
+                    std::to_string(kModelFormatVersion) + " (upgrade vbagg)");
+  if (version < 1) r.broken("format version " + std::to_string(version) + " is not valid");
+
+  ModelFile f;
+  const YAML::Node mn = r.at(root, "model", "");
+  Model& m = f.model;
+  try {
+    m.spec.likelihood = parse_likelihood(r.get<std::string>(mn, "likelihood", "model."));
+    m.spec.link = parse_link(r.get<std::string>(mn, "link", "model."));
+    m.spec.covariance = parse_covariance_mode(r.get<std::string>(mn, "covariance", "model."));
+    m.spec.aggregation = parse_aggregation(r.get<std::string>(mn, "aggregation", "model."));
+    m.spec.validate();
+  } catch (const ConfigError& e) {
+    r.broken(e.what());
+  }
+  m.spec.learn_inducing = r.get<bool>(mn, "learn_inducing", "model.");
+  std::vector<KernelPart> parts;
+  const YAML::Node kn = r.at(mn, "kernel", "model.");
+  if (!kn.IsSequence() || kn.size() == 0) r.broken("'model.kernel' must be a non-empty list");
+  for (size_t i = 0; i < kn.size(); ++i) {
+    const std::string w = "model.kernel[" + std::to_string(i) + "].";
+    KernelPart p;
+    try {
+      p.type = parse_kernel_type(r.get<std::string>(kn[i], "type", w));
+    } catch (const ConfigError& e) {
+      r.broken(e.what());
+    }
+    p.begin = r.get<long long>(kn[i], "first_input", w);
+    p.dim = r.get<long long>(kn[i], "inputs", w);
+    p.log_variance = r.get<double>(kn[i], "log_variance", w);
+    p.log_lengthscale = r.vec(kn[i], "log_lengthscale", w, p.type == KernelType::ard ? p.dim : 1);
+    parts.push_back(p);
+  }
+  try {
+    m.kernel = Kernel(parts);
+  } catch (const ConfigError& e) {
+    r.broken(e.what());
+  }
+  m.mean = r.get<double>(mn, "mean", "model.");
+  m.log_noise = r.get<double>(mn, "log_noise", "model.");
+  m.jitter = r.get<double>(mn, "jitter", "model.");
+  const YAML::Node in = r.at(mn, "inducing", "model.");
+  if (!in.IsSequence() || in.size() == 0) r.broken("'model.inducing' must be a non-empty list");
+  const Index M = static_cast<Index>(in.size());
+  Index D = -1;
+  for (Index j = 0; j < M; ++j) {
+    YAML::Node wrap;
+    wrap["w"] = in[static_cast<size_t>(j)];
+    const Vector w = r.vec(wrap, "w", "model.inducing[" + std::to_string(j) + "]", D);
+    if (D < 0) {
+      D = w.size();
+      m.inducing.resize(D, M);
+    }
+    m.inducing.col(j) = w;
+  }
+  for (const auto& p : m.kernel.parts())
+    if (p.begin + p.dim > D) r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
+  m.q_mean = r.vec(mn, "q_mean", "model.", M);
+  const YAML::Node qc = r.at(mn, "q_chol", "model.");
+  if (!qc.IsSequence() || static_cast<Index>(qc.size()) != M) r.broken("'model.q_chol' must have one row per inducing point");
+  m.q_chol = Matrix::Zero(M, M);
+  for (Index i = 0; i < M; ++i) {
+    YAML::Node wrap;
+    wrap["row"] = qc[static_cast<size_t>(i)];
+    m.q_chol.row(i).head(i + 1) = r.vec(wrap, "row", "model.q_chol[" + std::to_string(i) + "]", i + 1).transpose();
+    if (!(m.q_chol(i, i) > 0)) r.broken("'model.q_chol' has a non-positive diagonal entry in row " + std::to_string(i));
+  }
+
+  const YAML::Node inputs = r.at(root, "inputs", "");
+  f.covariates = r.strings(inputs, "covariates", "inputs.");
+  const YAML::Node st = r.at(inputs, "standardization", "inputs.");
+  f.standardization.mean = r.vec(st, "mean", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
+  f.standardization.sd = r.vec(st, "sd", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
+  f.coordinates = r.get<int>(inputs, "coordinates", "inputs.");
+  if (static_cast<Index>(f.covariates.size()) + f.coordinates != D)
+    r.broken(std::to_string(f.covariates.size()) + " covariates and " + std::to_string(f.coordinates) +
+             " coordinates do not match the " + std::to_string(D) + " inputs of the inducing points");
+
+  const YAML::Node g = r.at(root, "grid", "");
+  f.grid.width = r.get<int>(g, "width", "grid.");
+  f.grid.height = r.get<int>(g, "height", "grid.");
+  const Vector t = r.vec(g, "transform", "grid.", 6);
+  for (int k = 0; k < 6; ++k) f.grid.transform[static_cast<size_t>(k)] = t[k];
+  f.grid.crs_wkt = r.get<std::string>(g, "crs", "grid.");
+
+  const YAML::Node u = r.at(root, "units", "");
+  f.train_units = r.strings(u, "train", "units.");
+  f.holdout_units = r.strings(u, "holdout", "units.");
+  const YAML::Node tr = r.at(root, "training", "");
+  f.training.epochs = r.get<int>(tr, "epochs", "training.");
+  f.training.stop_reason = r.get<std::string>(tr, "stop_reason", "training.");
+  f.training.elbo = r.get<double>(tr, "elbo", "training.");
+  f.training.best_holdout_nll = r.get<double>(tr, "best_holdout_nll", "training.");
+  f.training.seconds = r.get<double>(tr, "seconds", "training.");
+  f.config = r.at(root, "config", "");
+  return f;
+}
+
+}  // namespace vbagg::io

@@ -1,0 +1,47 @@
+// Single-band Float32 GeoTIFF (or COG) outputs written strip by strip: tiled and compressed by
+// default, nodata set, band description and unit, statistics stored so QGIS stretches at once.
+// The file appears under its final name only when finished.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "atomic_file.hpp"
+#include "gdal_handles.hpp"
+#include "grid.hpp"
+
+namespace vbagg::io {
+
+inline constexpr double kOutputNodata = -9999.0;
+
+struct RasterFormat {
+  std::string driver = "GTiff";                 // GTiff or COG
+  std::vector<std::string> creation_options;    // KEY=VALUE, added to (and overriding) the defaults
+
+  // Throws ConfigError naming an unknown driver or an option the driver rejects.
+  void validate() const;
+};
+
+class RasterWriter {
+ public:
+  RasterWriter(const std::string& path, const Grid& grid, const std::string& description, const std::string& unit,
+               const RasterFormat& format);
+  ~RasterWriter();
+
+  // Writes rows [row0, row0 + rows) of values (row-major, grid width per row); NaN -> nodata.
+  void write_rows(int row0, int rows, const std::vector<float>& values);
+  // Stores statistics, converts to COG when asked, and moves the file to its final name.
+  void finish();
+
+ private:
+  std::string path_;
+  RasterFormat format_;
+  Grid grid_;
+  std::unique_ptr<AtomicOutput> out_;
+  DatasetPtr ds_;
+  double min_ = 1e300, max_ = -1e300, sum_ = 0, sum2_ = 0;
+  long long count_ = 0;
+};
+
+}  // namespace vbagg::io
