@@ -1,0 +1,55 @@
+// vbagg-eval: metrics of a fitted model on its training, holdout or all units.
+#include "eval.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "app.hpp"
+#include "evaluation.hpp"
+#include "io/atomic_file.hpp"
+#include "io/gdal_handles.hpp"
+#include "model_setup.hpp"
+#include "report.hpp"
+
+namespace vbagg::cli {
+
+int eval_main(int argc, char** argv) {
+  CLI::App app("Evaluates a fitted model on its training, holdout or all units: bag NLL (sum and mean), bag log-MSE, "
+               "coverage of the observed counts by predictive intervals and the ELBO, next to the constant baseline; "
+               "with --truth also pixel-level MSE, correlation and calibration. Prints a table; writes JSON and an "
+               "HTML report on request.",
+               "vbagg-eval");
+  std::string model_path, config_path, split = "holdout", truth, json, report;
+  std::vector<std::string> sets;
+  int threads = 0;
+  bool quiet = false, verbose = false;
+  app.add_option("--model", model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
+  app.add_option("--config", config_path, "Run configuration to evaluate on other data (default: the model's own)");
+  app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
+  app.add_option("--split", split, "Units to evaluate")->check(CLI::IsMember({"train", "holdout", "all"}))->capture_default_str();
+  app.add_option("--truth", truth, "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
+  app.add_option("--json", json, "Write the metrics as JSON to this file");
+  app.add_option("--report", report, "Write a self-contained HTML report (plots and quick-look maps) to this file");
+  app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);
+  add_verbosity_flags(app, quiet, verbose);
+  return run_app(app, argc, argv, [&] {
+    setup_logging("vbagg-eval", quiet, verbose);
+    io::ensure_gdal_registered();
+    const LoadedModel m = load_model(model_path, config_path, sets);
+    const int nthreads = thread_count(m.config, threads);
+    const io::BuiltData built = model_dataset(m);
+    const Metrics r = evaluate(m, built, split, truth, static_cast<int>(m.config.integer("predict.samples")), nthreads);
+    std::fputs(metrics_table(r).c_str(), stdout);
+    if (!json.empty()) {
+      io::write_text_atomic(json, metrics_json(r));
+      spdlog::info("wrote {}", json);
+    }
+    if (!report.empty()) {
+      write_report(report, m, built, r, nthreads);
+      spdlog::info("wrote {}", report);
+    }
+  });
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,5 @@
+#pragma once
+
+namespace vbagg::cli {
+int eval_main(int argc, char** argv);
+}

@@ -1,0 +1,205 @@
+#include "evaluation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "core/baselines.hpp"
+#include "core/metrics.hpp"
+#include "core/objective.hpp"
+#include "core/predict.hpp"
+#include "io/aligned_layer.hpp"
+#include "model_setup.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream s;
+  s.precision(10);
+  s << v;
+  return s.str();
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const std::string& truth_path,
+                 int samples, int threads) {
+  const Dataset& d = built.dataset;
+  const Model& model = m.file.model;
+  const std::vector<Index> train = bags_of(d, m.file.train_units), holdout = bags_of(d, m.file.holdout_units);
+  std::vector<Index> bags;
+  if (split == "train") bags = train;
+  if (split == "holdout") bags = holdout;
+  if (split == "all")
+    for (Index a = 0; a < d.num_bags(); ++a) bags.push_back(a);
+  if (bags.empty()) throw DataError("no " + split + " units of the model are in the data; nothing to evaluate");
+
+  Metrics r;
+  r.split = split;
+  r.units = static_cast<Index>(bags.size());
+  r.levels = calibration_levels();
+  Vector y(r.units), P(r.units);
+  const Vector bag_weight = d.bag_weights();
+  for (Index k = 0; k < r.units; ++k) {
+    y[k] = d.response[bags[static_cast<size_t>(k)]];
+    P[k] = bag_weight[bags[static_cast<size_t>(k)]];
+    r.pixels += d.bag_size(bags[static_cast<size_t>(k)]);
+  }
+  const Vector yhat = predicted_bag_totals(model, d, bags, threads);
+  r.observed.assign(y.data(), y.data() + y.size());
+  r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
+  const bool poisson = model.spec.likelihood == LikelihoodKind::poisson;
+  if (poisson) {
+    const BagNll nll = bag_poisson_nll(y, yhat);
+    r.bag_nll_sum = nll.sum;
+    r.bag_nll_mean = nll.mean;
+  } else {
+    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads);
+    r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
+  }
+  r.bag_log_mse = bag_log_mse(y, yhat);
+
+  // Constant baseline: training units predict themselves (y_a / P_a); others the training rate.
+  double train_y = 0, train_P = 0;
+  for (Index a : train) {
+    train_y += d.response[a];
+    train_P += bag_weight[a];
+  }
+  const double rate = train_P > 0 ? train_y / train_P : NAN;
+  Vector base(r.units);
+  for (Index k = 0; k < r.units; ++k) {
+    const Index a = bags[static_cast<size_t>(k)];
+    base[k] = std::find(train.begin(), train.end(), a) != train.end() ? d.response[a] : rate * P[k];
+  }
+  if (poisson) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
+  r.baseline_bag_log_mse = bag_log_mse(y, base);
+
+  // Coverage of the observed counts by central predictive intervals.
+  r.count_coverage.assign(r.levels.size(), 0.0);
+  for (Index k = 0; k < r.units; ++k) {
+    const Index a = bags[static_cast<size_t>(k)], b = d.bag_begin(a), n = d.bag_size(a);
+    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
+    Vector draws = bag_predictive_draws(model, d.inputs.middleCols(b, n), w, samples, 7000 + static_cast<unsigned long long>(a));
+    std::sort(draws.data(), draws.data() + draws.size());
+    for (size_t l = 0; l < r.levels.size(); ++l) {
+      const double lo_p = 0.5 - r.levels[l] / 2, hi_p = 0.5 + r.levels[l] / 2;
+      const double lo = draws[static_cast<Index>(lo_p * static_cast<double>(draws.size() - 1))];
+      const double hi = draws[static_cast<Index>(std::ceil(hi_p * static_cast<double>(draws.size() - 1)))];
+      if (y[k] >= lo && y[k] <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
+    }
+  }
+  ObjectiveOptions oo;
+  oo.threads = threads;
+  if (!train.empty()) r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
+
+  if (!truth_path.empty()) {
+    r.has_truth = true;
+    io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
+    Vector t(r.pixels), cb(r.pixels);
+    Matrix X(d.num_inputs(), r.pixels);
+    Index pos = 0;
+    std::vector<double> row;
+    for (Index k = 0; k < r.units; ++k) {
+      const Index a = bags[static_cast<size_t>(k)];
+      for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+        const auto cell = built.cell[static_cast<size_t>(i)];
+        truth.read(1, static_cast<int>(cell % built.grid.width), static_cast<int>(cell / built.grid.width), 1, 1, row);
+        t[pos] = row[0];
+        cb[pos] = base[k] / P[k];
+        X.col(pos++) = d.inputs.col(i);
+      }
+    }
+    PredictOptions po;
+    po.quantiles = central_interval_quantiles(r.levels);
+    po.threads = threads;
+    const Prediction p = predict(model, X, po);
+    std::vector<Index> ok;
+    for (Index i = 0; i < r.pixels; ++i)
+      if (std::isfinite(t[i])) ok.push_back(i);
+    auto pick = [&](const Vector& v) {
+      Vector s(static_cast<Index>(ok.size()));
+      for (size_t j = 0; j < ok.size(); ++j) s[static_cast<Index>(j)] = v[ok[j]];
+      return s;
+    };
+    const Vector tt = pick(t), pm = pick(p.mean), bb = pick(cb);
+    r.pixel_mse = mean_squared_error(pm, tt);
+    r.pixel_correlation = correlation(pm, tt);
+    r.baseline_pixel_mse = mean_squared_error(bb, tt);
+    r.baseline_pixel_correlation = correlation(bb, tt);
+    Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
+    for (size_t j = 0; j < ok.size(); ++j)
+      for (size_t l = 0; l < r.levels.size(); ++l) {
+        lo(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l));
+        hi(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l + 1));
+      }
+    const Vector cov = interval_coverage(tt, lo, hi);
+    r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
+  }
+  return r;
+}
+
+std::string metrics_table(const Metrics& r) {
+  std::ostringstream s;
+  s.precision(6);
+  s << "split: " << r.split << " (" << r.units << " units, " << r.pixels << " pixels)\n";
+  s << "                         vbagg        constant\n";
+  auto row = [&](const char* name, double a, double b) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-22s %12.6g    %12.6g\n", name, a, b);
+    s << line;
+  };
+  row("bag NLL (mean)", r.bag_nll_mean, r.baseline_bag_nll_mean);
+  row("bag NLL (sum)", r.bag_nll_sum, r.baseline_bag_nll_mean * static_cast<double>(r.units));
+  row("bag log-MSE", r.bag_log_mse, r.baseline_bag_log_mse);
+  if (r.has_truth) {
+    row("pixel MSE", r.pixel_mse, r.baseline_pixel_mse);
+    row("pixel correlation", r.pixel_correlation, r.baseline_pixel_correlation);
+  }
+  char line[160];
+  std::snprintf(line, sizeof line, "%-22s %12.8g\n", "ELBO (training units)", r.elbo_train);
+  s << line << "interval level          counts covered" << (r.has_truth ? "    pixels covered (truth)" : "") << "\n";
+  for (size_t l = 0; l < r.levels.size(); ++l) {
+    std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f", 100 * r.levels[l], r.count_coverage[l]);
+    s << line;
+    if (r.has_truth) {
+      std::snprintf(line, sizeof line, "            %6.3f (error %+.3f)", r.pixel_coverage[l], r.pixel_coverage[l] - r.levels[l]);
+      s << line;
+    }
+    s << "\n";
+  }
+  return s.str();
+}
+
+std::string metrics_json(const Metrics& r) {
+  std::ostringstream s;
+  std::vector<double> count_err, pixel_err;
+  for (size_t l = 0; l < r.levels.size(); ++l) {
+    count_err.push_back(std::abs(r.count_coverage[l] - r.levels[l]));
+    if (r.has_truth) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
+  }
+  s << "{\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units << ",\n  \"pixels\": " << r.pixels << ",\n"
+    << "  \"bag_nll_sum\": " << num(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << num(r.bag_nll_mean) << ",\n"
+    << "  \"bag_log_mse\": " << num(r.bag_log_mse) << ",\n  \"elbo_train\": " << num(r.elbo_train) << ",\n"
+    << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage) << ",\n"
+    << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
+    << "  \"baseline_constant\": {\"bag_nll_mean\": " << num(r.baseline_bag_nll_mean)
+    << ", \"bag_log_mse\": " << num(r.baseline_bag_log_mse);
+  if (r.has_truth) s << ", \"pixel_mse\": " << num(r.baseline_pixel_mse) << ", \"pixel_correlation\": " << num(r.baseline_pixel_correlation);
+  s << "}";
+  if (r.has_truth)
+    s << ",\n  \"pixel\": {\"mse\": " << num(r.pixel_mse) << ", \"correlation\": " << num(r.pixel_correlation)
+      << ", \"coverage\": " << json_list(r.pixel_coverage) << ", \"coverage_error\": " << json_list(pixel_err) << "}";
+  s << "\n}\n";
+  return s.str();
+}
+
+}  // namespace vbagg::cli

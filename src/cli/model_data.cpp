@@ -1,0 +1,86 @@
+#include "model_data.hpp"
+
+#include <filesystem>
+
+#include "io/gdal_handles.hpp"
+
+namespace vbagg::cli {
+
+namespace fs = std::filesystem;
+
+LoadedModel load_model(const std::string& model_path, const std::string& config_path, const std::vector<std::string>& sets) {
+  io::ModelFile file = io::read_model_file(model_path);
+  if (!config_path.empty()) {
+    Config c = Config::load(config_path, sets);
+    return {std::move(file), std::move(c)};
+  }
+  Config c = Config::from_node(file.config, fs::absolute(model_path).parent_path().string(), model_path + " (config)");
+  for (const auto& s : sets) {
+    const auto eq = s.find('=');
+    if (eq == std::string::npos) throw ConfigError("--set " + s + ": expected KEY=VALUE");
+    c.set(s.substr(0, eq), s.substr(eq + 1));
+  }
+  return {std::move(file), std::move(c)};
+}
+
+std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig& data) {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& l : data.covariates) {
+    io::DatasetPtr ds = io::open_raster(l.path);
+    const std::string base = l.name.empty() ? fs::path(l.path).stem().string() : l.name;
+    std::vector<std::string> bands;
+    const int n = ds->GetRasterCount();
+    for (int b = 1; b <= n; ++b) {
+      const std::string desc = ds->GetRasterBand(b)->GetDescription();
+      bands.push_back(n == 1 ? base : base + "_" + (desc.empty() ? std::to_string(b) : desc));
+    }
+    names.push_back(bands);
+  }
+  return names;
+}
+
+std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
+                                              const std::vector<std::vector<std::string>>& layers, const std::string& where) {
+  std::vector<CovariateSource> out;
+  for (const auto& name : model_names) {
+    bool found = false;
+    for (size_t l = 0; l < layers.size() && !found; ++l)
+      for (size_t b = 0; b < layers[l].size() && !found; ++b)
+        if (layers[l][b] == name) {
+          out.push_back({l, static_cast<int>(b + 1)});
+          found = true;
+        }
+    if (!found)
+      throw DataError("the model uses covariate '" + name + "' but " + where +
+                      " has no covariate of that name in data.covariates (names come from the file stem or 'name')");
+  }
+  return out;
+}
+
+io::BuiltData model_dataset(const LoadedModel& m) {
+  const io::DataConfig data = m.config.data_config();
+  io::BuiltData built = io::build_dataset(data, m.config.base_dir());
+  const auto& names = m.file.covariates;
+  const Index Dc = static_cast<Index>(names.size());
+  if (built.num_coordinates != m.file.coordinates)
+    throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but the grid of " +
+                    m.config.source() + " gives " + std::to_string(built.num_coordinates) +
+                    " (a projected grid gives 2, a geographic one 3)");
+  Matrix X(Dc + m.file.coordinates, built.dataset.num_pixels());
+  for (Index k = 0; k < Dc; ++k) {
+    const auto it = std::find(built.covariates.begin(), built.covariates.end(), names[static_cast<size_t>(k)]);
+    if (it == built.covariates.end())
+      throw DataError("the model uses covariate '" + names[static_cast<size_t>(k)] + "' but the data of " + m.config.source() +
+                      " do not provide it (missing from data.covariates, or constant over the units)");
+    X.row(k) = built.dataset.inputs.row(it - built.covariates.begin());
+  }
+  const Index Dall = static_cast<Index>(built.covariates.size());
+  X.bottomRows(m.file.coordinates) = built.dataset.inputs.middleRows(Dall, m.file.coordinates);
+  m.file.standardization.apply(X);
+  built.dataset.inputs = std::move(X);
+  built.covariates = names;
+  built.dataset.input_names.clear();
+  return built;
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,38 @@
+// What predict and eval share: a model file with its run configuration (or a new one for another
+// area or year), and the model's inputs built from that configuration.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "io/build_dataset.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg::cli {
+
+struct LoadedModel {
+  io::ModelFile file;
+  Config config;  // --config when given, else the model's own resolved configuration; --set applied
+};
+
+LoadedModel load_model(const std::string& model_path, const std::string& config_path, const std::vector<std::string>& sets);
+
+// The units' dataset with inputs in the model's order: covariates matched by name and
+// standardised with the model's means and sds, then coordinates. Throws DataError naming a
+// covariate the model needs and the configuration lacks.
+io::BuiltData model_dataset(const LoadedModel& m);
+
+// Where each of the model's covariates comes from in the configuration: (layer, band), 1-based band.
+struct CovariateSource {
+  size_t layer;
+  int band;
+};
+std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
+                                              const std::vector<std::vector<std::string>>& layer_band_names,
+                                              const std::string& where);
+
+// Names of each band of each configured covariate layer, as the pipeline names them.
+std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig& data);
+
+}  // namespace vbagg::cli

@@ -1,0 +1,220 @@
+// vbagg-predict: intensity, uncertainty and cases maps over the whole grid, streamed strip by
+// strip, and units.csv with observed and predicted totals.
+#include "predict.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include "app.hpp"
+#include "core/predict.hpp"
+#include "io/aligned_layer.hpp"
+#include "io/atomic_file.hpp"
+#include "io/coordinates.hpp"
+#include "io/raster_writer.hpp"
+#include "model_data.hpp"
+#include "model_setup.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string level_name(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
+struct Output {
+  std::string file, description, unit;
+  std::unique_ptr<io::RasterWriter> writer;
+  std::vector<float> strip;
+};
+
+std::string intensity_unit(const Model& m) {
+  return m.spec.likelihood == LikelihoodKind::poisson ? "cases per person" : "value per unit weight";
+}
+
+std::string latent_unit(const Model& m) {
+  return m.spec.link == Link::exp ? "log intensity" : m.spec.link == Link::square ? "sqrt intensity" : "intensity";
+}
+
+// units.csv: observed count, predicted total with a central predictive interval, per unit.
+void write_units_csv(const std::string& path, const LoadedModel& m, const std::vector<double>& levels, int samples,
+                     int threads) {
+  const io::BuiltData built = model_dataset(m);
+  const Dataset& d = built.dataset;
+  std::vector<Index> all(static_cast<size_t>(d.num_bags()));
+  for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+  const Vector totals = predicted_bag_totals(m.file.model, d, all, threads);
+  const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
+  std::ostringstream s;
+  s.precision(10);
+  s << "unit,split,observed,predicted,lower_" << level_name(lo) << ",upper_" << level_name(hi) << ",population,pixels\n";
+  const std::vector<std::string>& train = m.file.train_units;
+  const std::vector<std::string>& holdout = m.file.holdout_units;
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    const std::string& id = d.bag_ids[static_cast<size_t>(a)];
+    const Index b = d.bag_begin(a), n = d.bag_size(a);
+    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
+    Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, 1000 + static_cast<unsigned long long>(a));
+    std::sort(draws.data(), draws.data() + draws.size());
+    auto q = [&](double p) { return draws[std::min<Index>(draws.size() - 1, static_cast<Index>(p * static_cast<double>(draws.size())))]; };
+    const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
+    const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
+    std::string quoted = id;
+    if (quoted.find_first_of(",\"") != std::string::npos) {
+      std::string e;
+      for (char c : quoted) e += c == '"' ? std::string("\"\"") : std::string(1, c);
+      quoted = "\"" + e + "\"";
+    }
+    s << quoted << "," << (in_train ? "train" : in_holdout ? "holdout" : "new") << "," << d.response[a] << "," << totals[a] << ","
+      << q(lo) << "," << q(hi) << "," << w.sum() << "," << n << "\n";
+  }
+  io::write_text_atomic(path, s.str());
+}
+
+}  // namespace
+
+int predict_main(int argc, char** argv) {
+  CLI::App app("Predicts pixel-level intensity with its uncertainty over the whole reference grid from a fitted model, "
+               "writing one single-band GeoTIFF per quantity (intensity_mean, intensity_sd, intensity_q<level>, "
+               "cases_mean, latent_mean, latent_sd, exceedance_<t>) and units.csv with observed and predicted totals. "
+               "With --config it predicts for another area or year from rasters with the same covariate names.",
+               "vbagg-predict");
+  std::string model_path, config_path, out, format = "GTiff";
+  std::vector<std::string> sets, creation;
+  std::vector<double> quantiles, exceedance;
+  int threads = 0;
+  bool quiet = false, verbose = false;
+  app.add_option("--model", model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
+  app.add_option("--config", config_path, "Run configuration for a new area or year (default: the model's own)");
+  app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
+  app.add_option("--out", out, "Output folder for the maps and units.csv")->required();
+  app.add_option("--quantiles", quantiles, "Quantile levels of the intensity maps, comma-separated (default: predict.quantiles, 0.025,0.975)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--exceedance", exceedance, "Threshold t for a map of P(intensity > t) (repeatable)");
+  app.add_option("--of", format, "Output format: GTiff (tiled, DEFLATE) or COG (cloud-optimised, with overviews)")
+      ->check(CLI::IsMember({"GTiff", "COG"}))
+      ->capture_default_str();
+  app.add_option("--co", creation, "GDAL creation option KEY=VALUE passed to the output driver (repeatable)");
+  app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);
+  add_verbosity_flags(app, quiet, verbose);
+  return run_app(app, argc, argv, [&] {
+    setup_logging("vbagg-predict", quiet, verbose);
+    io::ensure_gdal_registered();
+    io::RasterFormat fmt{format, creation};
+    fmt.validate();
+    const LoadedModel m = load_model(model_path, config_path, sets);
+    const Model& model = m.file.model;
+    if (quantiles.empty()) quantiles = m.config.reals("predict.quantiles");
+    if (exceedance.empty()) exceedance = m.config.reals("predict.exceedance");
+    for (double q : quantiles)
+      if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
+    const int nthreads = thread_count(m.config, threads);
+    io::ensure_writable_dir(out);
+
+    const io::DataConfig data = m.config.data_config();
+    for (const auto& l : data.covariates)
+      if (fs::weakly_canonical(l.path).parent_path() == fs::weakly_canonical(out) &&
+          fs::path(l.path).filename().string().rfind("intensity_", 0) == 0)
+        throw ConfigError("--out " + out + " would overwrite the input '" + l.path + "'");
+    // The reference grid of the configuration (the training grid unless --config names another).
+    std::string grid_path = data.grid == "population" ? data.population.path : data.grid;
+    for (const auto& l : data.covariates)
+      if ((l.name.empty() ? fs::path(l.path).stem().string() : l.name) == data.grid) grid_path = l.path;
+    io::Grid grid;
+    {
+      io::DatasetPtr ref = io::open_raster(grid_path);
+      grid = io::Grid::of(*ref, grid_path);
+    }
+    const auto band_names = covariate_band_names(data);
+    const auto sources = match_covariates(m.file.covariates, band_names, m.config.source());
+    std::vector<std::unique_ptr<io::AlignedLayer>> layers;
+    for (const auto& l : data.covariates) layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, grid, grid_path));
+    std::unique_ptr<io::AlignedLayer> population;
+    if (!data.population.path.empty())
+      population = std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, grid, grid_path);
+    const io::CoordinateMapper coords(grid);
+    if (m.file.coordinates && coords.count() != m.file.coordinates)
+      throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" + grid_path +
+                      "' gives " + std::to_string(coords.count()));
+
+    std::vector<Output> outs;
+    auto add = [&](const std::string& file, const std::string& desc, const std::string& unit) {
+      outs.push_back({file, desc, unit, std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt), {}});
+    };
+    const std::string iu = intensity_unit(model), lu = latent_unit(model);
+    add("intensity_mean.tif", "posterior mean of the intensity", iu);
+    add("intensity_sd.tif", "posterior standard deviation of the intensity", iu);
+    for (double q : quantiles) add("intensity_q" + level_name(q) + ".tif", "posterior " + level_name(q) + " quantile of the intensity", iu);
+    if (population) add("cases_mean.tif", "expected cases: population x posterior mean intensity", "cases");
+    add("latent_mean.tif", "posterior mean of the latent GP f", lu);
+    add("latent_sd.tif", "posterior standard deviation of the latent GP f", lu);
+    for (double t : exceedance) add("exceedance_" + level_name(t) + ".tif", "P(intensity > " + level_name(t) + ")", "probability");
+
+    PredictOptions po;
+    po.quantiles = quantiles;
+    po.exceedance = exceedance;
+    po.threads = nthreads;
+    const Index D = model.num_inputs(), Dc = static_cast<Index>(m.file.covariates.size());
+    const int strip_rows = 256;
+    Progress progress("predicting", grid.height, !quiet);
+    std::vector<std::vector<double>> values(sources.size());
+    std::vector<double> pop;
+    long long predicted = 0;
+    for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
+      const int rows = std::min(strip_rows, grid.height - row0);
+      const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
+      for (size_t k = 0; k < sources.size(); ++k) layers[sources[k].layer]->read(sources[k].band, 0, row0, grid.width, rows, values[k]);
+      if (population) population->read(1, 0, row0, grid.width, rows, pop);
+      std::vector<Index> valid;
+      for (size_t i = 0; i < n; ++i) {
+        bool ok = true;
+        for (size_t k = 0; ok && k < sources.size(); ++k) ok = std::isfinite(values[k][i]);
+        if (ok) valid.push_back(static_cast<Index>(i));
+      }
+      Matrix X(D, static_cast<Index>(valid.size()));
+      for (size_t j = 0; j < valid.size(); ++j) {
+        const size_t i = static_cast<size_t>(valid[j]);
+        for (Index k = 0; k < Dc; ++k) X(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
+        if (m.file.coordinates)
+          coords(static_cast<int>(i % static_cast<size_t>(grid.width)), row0 + static_cast<int>(i / static_cast<size_t>(grid.width)),
+                 X.col(static_cast<Index>(j)).data() + Dc);
+      }
+      m.file.standardization.apply(X);
+      const Prediction p = predict(model, X, po);
+      for (auto& o : outs) o.strip.assign(n, NAN);
+      for (size_t j = 0; j < valid.size(); ++j) {
+        const size_t i = static_cast<size_t>(valid[j]);
+        const Index J = static_cast<Index>(j);
+        size_t o = 0;
+        outs[o++].strip[i] = static_cast<float>(p.mean[J]);
+        outs[o++].strip[i] = static_cast<float>(p.sd[J]);
+        for (Index q = 0; q < p.quantiles.cols(); ++q) outs[o++].strip[i] = static_cast<float>(p.quantiles(J, q));
+        if (population) outs[o++].strip[i] = std::isfinite(pop[i]) ? static_cast<float>(pop[i] * p.mean[J]) : NAN;
+        outs[o++].strip[i] = static_cast<float>(p.latent_mean[J]);
+        outs[o++].strip[i] = static_cast<float>(std::sqrt(p.latent_var[J]));
+        for (Index e = 0; e < p.exceedance.cols(); ++e) outs[o++].strip[i] = static_cast<float>(p.exceedance(J, e));
+      }
+      for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
+      predicted += static_cast<long long>(valid.size());
+      progress.update(row0 + rows);
+    }
+    progress.finish();
+    for (auto& o : outs) o.writer->finish();
+    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(), out);
+    if (!data.units.path.empty()) {
+      write_units_csv(out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
+                      static_cast<int>(m.config.integer("predict.samples")), nthreads);
+      spdlog::info("wrote {}/units.csv", out);
+    }
+  });
+}
+
+}  // namespace vbagg::cli
