@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job on the bundled example: build, train, predict the maps, evaluate against the truth.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target vbagg-train vbagg-predict vbagg-eval vbagg-simulate
+bin=build/apps
+out=out/example
+"$bin/vbagg-train" --config config/example.yaml --out "$out"
+"$bin/vbagg-predict" --model "$out/model.yaml" --out "$out/maps"
+"$bin/vbagg-eval" --model "$out/model.yaml" --split holdout --truth data/example/truth_intensity.tif \
+  --json "$out/metrics.json" --report "$out/report.html"
+echo
+echo "maps (open in QGIS):  $out/maps/*.tif"
+echo "per-unit totals:      $out/maps/units.csv"
+echo "metrics:              $out/metrics.json"
+echo "report:               $out/report.html"
