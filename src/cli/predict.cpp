@@ -55,8 +55,13 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
   std::ostringstream s;
   s.precision(10);
   s << "unit,split,observed,predicted,lower_" << level_name(lo) << ",upper_" << level_name(hi) << ",population,pixels\n";
-  const std::vector<std::string>& train = m.file.train_units;
-  const std::vector<std::string>& holdout = m.file.holdout_units;
+  // Units of another source (a new area) are "new" even when their ids repeat the training ids.
+  std::string trained_units;
+  if (const YAML::Node u = m.file.config["data"]["units"]; u && u["path"]) trained_units = u["path"].as<std::string>();
+  const bool same_units = fs::weakly_canonical(m.config.path("data.units.path")) == fs::weakly_canonical(trained_units);
+  const std::vector<std::string> none;
+  const std::vector<std::string>& train = same_units ? m.file.train_units : none;
+  const std::vector<std::string>& holdout = same_units ? m.file.holdout_units : none;
   for (Index a = 0; a < d.num_bags(); ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
     const Index b = d.bag_begin(a), n = d.bag_size(a);

@@ -1,10 +1,12 @@
 #include "atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -54,11 +56,34 @@ void write_text_atomic(const std::string& path, const std::string& text) {
   out.commit();
 }
 
+namespace {
+
+// True while the process runs; a zombie (killed, not yet reaped) counts as gone.
+bool process_alive(long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return true;  // no /proc: trust kill()
+  char state = '?';
+  const int n = std::fscanf(f, "%*d (%*[^)]) %c", &state);
+  std::fclose(f);
+  return !(n == 1 && (state == 'Z' || state == 'X'));
+}
+
+}  // namespace
+
 void ensure_writable_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw DataError("cannot create output folder '" + dir + "': " + ec.message());
   if (::access(dir.c_str(), W_OK) != 0) throw DataError("output folder '" + dir + "' is not writable: " + std::strerror(errno));
+  // Temporary files of runs that were killed (their process is gone) are removed.
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const auto at = name.find(".part-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) continue;
+    const long pid = std::strtol(name.c_str() + at + 6, nullptr, 10);
+    if (pid > 0 && !process_alive(pid)) fs::remove(entry.path(), ec);
+  }
 }
 
 }  // namespace vbagg::io

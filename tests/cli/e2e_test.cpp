@@ -1,0 +1,202 @@
+// simulate -> train -> predict -> eval with the real executables, checking the outputs with GDAL.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../io/fixtures.hpp"
+#include "run.hpp"
+
+namespace vbagg {
+namespace {
+
+namespace fs = std::filesystem;
+using test::bin;
+using test::run;
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  const auto at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return NAN;
+  return std::stod(json.substr(at + key.size() + 4));
+}
+
+// One small country, trained once for the whole suite.
+class EndToEnd : public ::testing::Test {
+ protected:
+  static inline test::TempDir* dir = nullptr;
+  static void SetUpTestSuite() {
+    dir = new test::TempDir();
+    const std::string d = dir->path.string();
+    auto r = run(bin("vbagg-simulate") + " --kind country --out " + d + "/data --size 80x60 --units 30 --seed 3 -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    std::ofstream(d + "/run.yaml") << "data:\n  covariates:\n"
+                                   << "    - path: data/temperature.tif\n    - path: data/rainfall.tif\n"
+                                   << "    - {path: data/night_lights.tif, name: lights}\n    - path: data/travel_time.tif\n"
+                                   << "  population: {path: data/population.tif}\n"
+                                   << "  units: {path: data/units.gpkg, id_field: ID, response_field: cases}\n"
+                                   << "model:\n  inducing: {count: 40}\n"
+                                   << "train:\n  optimizer: lbfgs\n  epochs: 150\n  holdout: {fraction: 0.25, seed: 2}\n";
+    r = run(bin("vbagg-train") + " --config " + d + "/run.yaml --out " + d + "/fit -q --threads 2");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir;
+    dir = nullptr;
+  }
+  std::string d() const { return dir->path.string(); }
+};
+
+TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
+  for (const char* f : {"model.yaml", "run.resolved.yaml", "history.csv"}) EXPECT_TRUE(fs::exists(d() + "/fit/" + f)) << f;
+  const std::string model = read_file(d() + "/fit/model.yaml");
+  EXPECT_NE(model.find("format: vbagg-model"), std::string::npos);
+  EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
+  const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
+  EXPECT_NE(resolved.find("likelihood: poisson"), std::string::npos);  // defaults filled in
+  EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);  // paths made absolute
+  std::istringstream history(read_file(d() + "/fit/history.csv"));
+  std::string line;
+  int rows = 0;
+  while (std::getline(history, line)) ++rows;
+  EXPECT_GT(rows, 10);
+}
+
+TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
+  const auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() +
+                     "/maps --quantiles 0.1,0.9 --exceedance 0.05 --exceedance 0.2 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ref = io::open_raster(d() + "/data/population.tif");
+  double ref_gt[6], gt[6];
+  ref->GetGeoTransform(ref_gt);
+  std::vector<float> pop(80 * 60);
+  ASSERT_EQ(ref->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, 80, 60, pop.data(), 80, 60, GDT_Float32, 0, 0), CE_None);
+  for (const char* name : {"intensity_mean", "intensity_sd", "intensity_q0.1", "intensity_q0.9", "cases_mean", "latent_mean",
+                           "latent_sd", "exceedance_0.05", "exceedance_0.2"}) {
+    SCOPED_TRACE(name);
+    const std::string path = d() + "/maps/" + name + ".tif";
+    ASSERT_TRUE(fs::exists(path));
+    io::DatasetPtr ds = io::open_raster(path);
+    ASSERT_EQ(ds->GetRasterCount(), 1);
+    EXPECT_EQ(ds->GetRasterXSize(), 80);
+    EXPECT_EQ(ds->GetRasterYSize(), 60);
+    ds->GetGeoTransform(gt);
+    for (int k = 0; k < 6; ++k) EXPECT_DOUBLE_EQ(gt[k], ref_gt[k]);
+    EXPECT_TRUE(ds->GetSpatialRef()->IsSame(ref->GetSpatialRef()));
+    GDALRasterBand* b = ds->GetRasterBand(1);
+    EXPECT_FALSE(std::string(b->GetDescription()).empty());
+    int has_nodata = 0;
+    EXPECT_EQ(b->GetNoDataValue(&has_nodata), -9999);
+    EXPECT_TRUE(has_nodata);
+    EXPECT_NE(b->GetMetadataItem("STATISTICS_MEAN"), nullptr);
+    EXPECT_STREQ(ds->GetMetadataItem("COMPRESSION", "IMAGE_STRUCTURE"), "DEFLATE");
+    int bx, by;
+    b->GetBlockSize(&bx, &by);
+    EXPECT_EQ(bx, 256);
+    std::vector<float> v(80 * 60);
+    ASSERT_EQ(b->RasterIO(GF_Read, 0, 0, 80, 60, v.data(), 80, 60, GDT_Float32, 0, 0), CE_None);
+    int finite = 0, lake = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const bool missing = v[i] == -9999.0f;
+      if (!missing) {
+        ++finite;
+        EXPECT_TRUE(std::isfinite(v[i]));
+      }
+      // The lake has no covariates (population 0, nodata in covariates): no prediction there.
+      if (pop[i] == 0) {
+        ++lake;
+        EXPECT_TRUE(missing) << "pixel " << i;
+      }
+    }
+    EXPECT_GT(lake, 0);
+    EXPECT_EQ(finite + lake, 80 * 60);
+  }
+  // Quantiles bracket the mean; exceedance is a probability.
+  io::DatasetPtr lo = io::open_raster(d() + "/maps/intensity_q0.1.tif"), hi = io::open_raster(d() + "/maps/intensity_q0.9.tif");
+  double lo_max = lo->GetRasterBand(1)->GetMinimum(), hi_min = hi->GetRasterBand(1)->GetMinimum();
+  EXPECT_LT(lo_max, hi_min + 1);
+  io::DatasetPtr ex = io::open_raster(d() + "/maps/exceedance_0.2.tif");
+  double mn, mx, mean, sd;
+  ex->GetRasterBand(1)->GetStatistics(FALSE, TRUE, &mn, &mx, &mean, &sd);
+  EXPECT_GE(mn, 0);
+  EXPECT_LE(mx, 1);
+  // units.csv: one row per unit, with train and holdout ids.
+  const std::string units = read_file(d() + "/maps/units.csv");
+  EXPECT_EQ(units.rfind("unit,split,observed,predicted,lower_0.1,upper_0.9,population,pixels\n", 0), 0u);
+  EXPECT_EQ(std::count(units.begin(), units.end(), '\n'), 31);
+  EXPECT_NE(units.find(",holdout,"), std::string::npos);
+  EXPECT_NE(units.find(",train,"), std::string::npos);
+}
+
+TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
+  const auto r = run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --split holdout --truth " + d() +
+                     "/data/truth_intensity.tif --json " + d() + "/metrics.json --report " + d() + "/report.html");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("pixel correlation"), std::string::npos) << r.output;
+  const std::string json = read_file(d() + "/metrics.json");
+  const double nll = json_number(json, "bag_nll_mean");
+  const auto base_at = json.find("\"baseline_constant\"");
+  ASSERT_NE(base_at, std::string::npos);
+  const double base = json_number(json.substr(base_at), "bag_nll_mean");
+  EXPECT_LT(nll, base) << json;
+  const auto pixel_at = json.find("\"pixel\"");
+  ASSERT_NE(pixel_at, std::string::npos) << json;
+  EXPECT_GT(json_number(json.substr(pixel_at), "correlation"), 0.5) << json;
+  const std::string html = read_file(d() + "/report.html");
+  EXPECT_NE(html.find("<img alt=\"calibration\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
+  EXPECT_NE(html.find("<img alt=\"intensity mean\""), std::string::npos);
+}
+
+TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {
+  auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/cog --of COG -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ds = io::open_raster(d() + "/cog/intensity_mean.tif");
+  EXPECT_STREQ(ds->GetMetadataItem("LAYOUT", "IMAGE_STRUCTURE"), "COG");
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/lzw --co COMPRESS=LZW -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_STREQ(io::open_raster(d() + "/lzw/latent_sd.tif")->GetMetadataItem("COMPRESSION", "IMAGE_STRUCTURE"), "LZW");
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/bad --co COMPRESS=NOPE");
+  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_NE(r.output.find("COMPRESS"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(d() + "/bad/intensity_mean.tif"));
+}
+
+TEST_F(EndToEnd, PredictsANewAreaWithTheSameCovariateNames) {
+  // Another country (a new "year"), same covariate names: predictions on its own grid.
+  auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/other --size 50x40 --units 10 --seed 9 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " + d() +
+          "/other_maps --set data.covariates=\"[{path: night_lights.tif, name: lights}, temperature.tif, rainfall.tif, travel_time.tif]\" -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ds = io::open_raster(d() + "/other_maps/intensity_mean.tif");
+  EXPECT_EQ(ds->GetRasterXSize(), 50);
+  const std::string units = read_file(d() + "/other_maps/units.csv");
+  EXPECT_NE(units.find(",new,"), std::string::npos);
+  // Without the renamed covariate the model cannot predict, and says which one is missing.
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " + d() + "/x");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.output.find("covariate 'lights'"), std::string::npos) << r.output;
+}
+
+TEST_F(EndToEnd, SimulateIsDeterministic) {
+  for (const char* out : {"/s1", "/s2"}) {
+    const auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() + out + " --size 30x20 --units 5 --seed 4 -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif"})
+    EXPECT_EQ(read_file(d() + "/s1/" + f), read_file(d() + "/s2/" + f)) << f;
+  const auto r = run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string bags = read_file(d() + "/roll/bags.csv");
+  EXPECT_EQ(std::count(bags.begin(), bags.end(), '\n'), 21);
+}
+
+}  // namespace
+}  // namespace vbagg

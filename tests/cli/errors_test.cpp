@@ -1,0 +1,166 @@
+// Bad input answered with exit code 1 (data) or 2 (usage/configuration) and one line naming the
+// culprit; --help of every app explains every option; the configuration reference is current.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../io/fixtures.hpp"
+#include "run.hpp"
+
+namespace vbagg {
+namespace {
+
+namespace fs = std::filesystem;
+using test::bin;
+using test::run;
+
+struct Project {
+  test::TempDir dir;
+  std::string d = dir.path.string();
+  Project() {
+    const auto r = run(bin("vbagg-simulate") + " --kind country --out " + d + " --size 40x30 --units 8 --seed 5 -q");
+    EXPECT_EQ(r.code, 0) << r.output;
+  }
+  std::string config(const std::string& extra) {
+    std::ofstream f(d + "/run.yaml");
+    f << "data:\n  covariates:\n    - path: temperature.tif\n    - path: rainfall.tif\n"
+      << "  population:\n    path: population.tif\n"
+      << "  units:\n    path: units.gpkg\n    id_field: ID\n    response_field: cases\n"
+      << "train:\n  epochs: 3\n"
+      << extra;
+    return d + "/run.yaml";
+  }
+  test::RunResult train(const std::string& args) { return run(bin("vbagg-train") + " " + args); }
+};
+
+void expect_error(const test::RunResult& r, int code, const std::vector<std::string>& mentions) {
+  EXPECT_EQ(r.code, code) << r.output;
+  for (const auto& m : mentions) EXPECT_NE(r.output.find(m), std::string::npos) << "'" << m << "' not in: " << r.output;
+}
+
+TEST(Errors, MissingConfigFile) {
+  expect_error(run(bin("vbagg-train") + " --config /nonexistent/run.yaml"), 2, {"/nonexistent/run.yaml", "does not exist"});
+}
+
+TEST(Errors, UnknownKeyNamesFileLineAndAllowedKeys) {
+  Project p;
+  const std::string cfg = p.config("model:\n  kernal: ard\n");
+  expect_error(p.train("--config " + cfg), 2, {"run.yaml:14", "unknown key 'model.kernal'", "allowed in 'model'", "kernel"});
+}
+
+TEST(Errors, WrongTypeNamesTheKey) {
+  Project p;
+  const std::string cfg = p.config("model:\n  inducing:\n    count: many\n");
+  expect_error(p.train("--config " + cfg), 2, {"run.yaml:15", "model.inducing.count must be an integer, got 'many'"});
+}
+
+TEST(Errors, UnknownLinkListsAllowedValues) {
+  Project p;
+  const std::string cfg = p.config("");
+  expect_error(p.train("--config " + cfg + " --set model.link=cube"), 2, {"model.link", "'cube'", "allowed: exp, square, identity"});
+  expect_error(p.train("--config " + cfg + " --set model.link=identity"), 2, {"identity", "poisson allows: exp, square"});
+}
+
+TEST(Errors, MissingRasterNamesTheFile) {
+  Project p;
+  fs::remove(p.d + "/rainfall.tif");
+  expect_error(p.train("--config " + p.config("") + " --out " + p.d + "/o"), 1, {"rainfall.tif"});
+}
+
+TEST(Errors, UnwritableOutputFolder) {
+  Project p;
+  std::ofstream(p.d + "/afile") << "x";
+  expect_error(p.train("--config " + p.config("") + " --out " + p.d + "/afile/sub"), 1, {"afile/sub"});
+}
+
+TEST(Errors, OutputThatWouldOverwriteAnInputIsRefused) {
+  Project p;
+  // A covariate named model.yaml in the output folder would be overwritten by the model.
+  fs::copy_file(p.d + "/rainfall.tif", p.d + "/model.yaml");
+  std::ofstream(p.d + "/run.yaml", std::ios::app) << "";
+  const std::string cfg = p.config("");
+  std::string text;
+  {
+    std::ifstream f(cfg);
+    std::stringstream s;
+    s << f.rdbuf();
+    text = s.str();
+  }
+  text.replace(text.find("rainfall.tif"), 12, "model.yaml");
+  std::ofstream(cfg) << text;
+  expect_error(p.train("--config " + cfg + " --out " + p.d), 2, {"would overwrite the input", "model.yaml"});
+}
+
+TEST(Errors, BrokenAndNewerModelFiles) {
+  test::TempDir dir;
+  std::ofstream(dir / "newer.yaml") << "format: vbagg-model\nversion: 99\n";
+  expect_error(run(bin("vbagg-predict") + " --model " + (dir / "newer.yaml") + " --out " + (dir / "o")), 1,
+               {"format version 99", "reads up to 1"});
+  std::ofstream(dir / "broken.yaml") << "format: vbagg-model\nversion: 1\nmodel: {likelihood: poisson}\n";
+  expect_error(run(bin("vbagg-eval") + " --model " + (dir / "broken.yaml")), 1, {"broken.yaml", "is broken", "model.link"});
+  std::ofstream(dir / "other.yaml") << "a: 1\n";
+  expect_error(run(bin("vbagg-eval") + " --model " + (dir / "other.yaml")), 1, {"not a vbagg model file"});
+}
+
+TEST(Errors, KilledPredictionLeavesNoPartialFileAndRerunSucceeds) {
+  Project p;
+  auto r = p.train("--config " + p.config("model:\n  inducing: {count: 30}\n") + " --out " + p.d + "/fit -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // A larger grid for the same covariate names, so that prediction takes a while.
+  r = run(bin("vbagg-simulate") + " --kind country --out " + p.d + "/big --size 900x700 --units 20 --seed 6 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string predict = bin("vbagg-predict") + " --model " + p.d + "/fit/model.yaml --config " + p.d +
+                              "/big/data.yaml --out " + p.d + "/maps --threads 1 -q";
+  for (double delay : {0.3, 0.8}) {
+    r = run("timeout -s KILL " + std::to_string(delay) + " " + predict);
+    EXPECT_EQ(r.code, 137) << "the run should have been killed: " << r.output;
+    if (!fs::exists(p.d + "/maps")) continue;
+    // Whatever was there under a final name is complete: it opens and has its statistics.
+    for (const auto& e : fs::directory_iterator(p.d + "/maps")) {
+      const std::string name = e.path().filename().string();
+      if (name[0] == '.') continue;  // a killed run's temporary file, cleaned by the next run
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".tif") {
+        io::DatasetPtr ds = io::open_raster(e.path().string());
+        EXPECT_NE(ds->GetRasterBand(1)->GetMetadataItem("STATISTICS_MEAN"), nullptr) << name;
+      }
+    }
+  }
+  r = run(predict);
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const auto& e : fs::directory_iterator(p.d + "/maps"))
+    EXPECT_EQ(e.path().filename().string().find(".part-"), std::string::npos) << "stale " << e.path();
+  EXPECT_TRUE(fs::exists(p.d + "/maps/intensity_mean.tif"));
+}
+
+// Every option of every app appears in its --help with an explanation.
+TEST(Help, EveryOptionIsExplained) {
+  const std::map<std::string, std::vector<std::string>> options = {
+      {"vbagg-train", {"--config", "--set", "--out", "--threads", "--markdown-config", "--quiet", "--verbose"}},
+      {"vbagg-predict", {"--model", "--config", "--set", "--out", "--quantiles", "--exceedance", "--of", "--co", "--threads"}},
+      {"vbagg-eval", {"--model", "--config", "--set", "--split", "--truth", "--json", "--report", "--threads"}},
+      {"vbagg-simulate", {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--bags", "--bag-mean", "--bag-sd"}}};
+  for (const auto& [app, opts] : options) {
+    const auto r = run(bin(app) + " --help");
+    EXPECT_EQ(r.code, 0) << app;
+    for (const auto& o : opts) {
+      const auto at = r.output.find(o);
+      ASSERT_NE(at, std::string::npos) << app << " " << o;
+      const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+      EXPECT_GT(line.size(), o.size() + 12) << app << ": no explanation for " << o << ": " << line;
+    }
+  }
+}
+
+TEST(Docs, ConfigurationReferenceIsCurrent) {
+  const auto r = run(bin("vbagg-train") + " --markdown-config");
+  ASSERT_EQ(r.code, 0);
+  std::ifstream f(std::string(VBAGG_SOURCE_DIR) + "/docs/configuration.md");
+  std::stringstream s;
+  s << f.rdbuf();
+  EXPECT_EQ(s.str(), r.output) << "regenerate with: build/apps/vbagg-train --markdown-config > docs/configuration.md";
+}
+
+}  // namespace
+}  // namespace vbagg
