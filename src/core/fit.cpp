@@ -27,10 +27,14 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   m.spec = spec;
   m.kernel = kernel;
   m.jitter = o.jitter;
+  init_kernel_median_heuristic(m.kernel, train.inputs, o.seed);
+  // k-means runs on inputs divided by the initial lengthscales, so covariates (standardised) and
+  // coordinates (km) weigh alike in the placement of the inducing points.
+  Vector scale = Vector::Ones(train.num_inputs());
+  for (const auto& p : m.kernel.parts()) scale.segment(p.begin, p.dim).setConstant(std::exp(p.log_lengthscale[0]));
   KMeansOptions km;
   km.seed = o.seed;
-  m.inducing = kmeans_plus_plus(train.inputs, o.inducing, km);
-  init_kernel_median_heuristic(m.kernel, train.inputs, o.seed);
+  m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * train.inputs, o.inducing, km);
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
   m.q_chol = Matrix::Identity(M, M);
