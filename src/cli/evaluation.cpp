@@ -106,17 +106,25 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
     Vector t(r.pixels), cb(r.pixels);
     Matrix X(d.num_inputs(), r.pixels);
+    std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position), read in grid order
     Index pos = 0;
-    std::vector<double> row;
     for (Index k = 0; k < r.units; ++k) {
       const Index a = bags[static_cast<size_t>(k)];
       for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
-        const auto cell = built.cell[static_cast<size_t>(i)];
-        truth.read(1, static_cast<int>(cell % built.grid.width), static_cast<int>(cell / built.grid.width), 1, 1, row);
-        t[pos] = row[0];
+        cells.emplace_back(built.cell[static_cast<size_t>(i)], pos);
         cb[pos] = base[k] / P[k];
         X.col(pos++) = d.inputs.col(i);
       }
+    }
+    std::sort(cells.begin(), cells.end());
+    std::vector<double> strip;
+    const int width = built.grid.width, strip_rows = 256;
+    for (size_t j = 0; j < cells.size();) {
+      const int row0 = static_cast<int>(cells[j].first / width);
+      const int rows = std::min(strip_rows, built.grid.height - row0);
+      truth.read(1, 0, row0, width, rows, strip);
+      for (; j < cells.size() && cells[j].first < static_cast<std::int64_t>(row0 + rows) * width; ++j)
+        t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
     }
     PredictOptions po;
     po.quantiles = central_interval_quantiles(r.levels);

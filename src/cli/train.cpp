@@ -102,6 +102,8 @@ int train_main(int argc, char** argv) {
     history.precision(17);
     history << "epoch,objective,holdout_nll,learning_rate,seconds\n";
     Progress progress("training", fo.epochs, !quiet);
+    // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
+    const bool bar = !quiet && stderr_is_terminal();
     const int log_every = std::max(1, fo.epochs / 20);
     fo.on_epoch = [&](const EpochInfo& e) {
       history << e.epoch << "," << e.elbo << "," << e.holdout_nll << "," << e.learning_rate << "," << e.seconds << "\n";
@@ -109,7 +111,8 @@ int train_main(int argc, char** argv) {
       std::snprintf(suffix, sizeof suffix, "epoch %d  ELBO %.6g  holdout NLL %.5g", e.epoch, e.elbo, e.holdout_nll);
       progress.update(e.epoch, suffix);
       if (e.epoch % log_every == 0 || e.epoch == 1)
-        spdlog::debug("epoch {}: ELBO {:.8g}, holdout NLL {:.6g}, {:.1f} s", e.epoch, e.elbo, e.holdout_nll, e.seconds);
+        spdlog::log(bar ? spdlog::level::debug : spdlog::level::info, "epoch {}: ELBO {:.8g}, holdout NLL {:.6g}, {:.1f} s",
+                    e.epoch, e.elbo, e.holdout_nll, e.seconds);
       return true;
     };
     spdlog::info("fitting {} {}-link model: {} pixels, {} inputs, {} inducing points, {} threads", to_string(spec.likelihood),

@@ -1,0 +1,113 @@
+// The model file: exact round trip of every number, clear failures for broken or newer files.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "core/fit.hpp"
+#include "fixtures.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg {
+namespace {
+
+io::ModelFile sample_file() {
+  io::ModelFile f;
+  Model& m = f.model;
+  m.spec.likelihood = LikelihoodKind::normal;
+  m.spec.link = Link::identity;
+  m.spec.covariance = CovarianceMode::exact;
+  m.spec.aggregation = Aggregation::mean;
+  m.spec.learn_inducing = true;
+  m.kernel = make_kernel("ard", "matern52", 2, 2);
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  Vector th = m.kernel.params();
+  for (Index i = 0; i < th.size(); ++i) th[i] = normal(rng) / 3.0;
+  m.kernel.set_params(th);
+  const Index M = 7;
+  m.inducing = Matrix::NullaryExpr(4, M, [&](Index, Index) { return normal(rng) * 1e3 / 7.0; });
+  m.q_mean = Vector::NullaryExpr(M, [&](Index) { return normal(rng); });
+  m.q_chol = Matrix::Zero(M, M);
+  for (Index j = 0; j < M; ++j)
+    for (Index i = j; i < M; ++i) m.q_chol(i, j) = i == j ? std::exp(normal(rng)) : normal(rng) / 11.0;
+  m.mean = 1.0 / 3.0;
+  m.log_noise = -std::sqrt(2.0);
+  m.jitter = 1e-6;
+  f.covariates = {"lst day", "rain, mm"};
+  f.standardization.mean = (Vector(2) << 0.1, 1e-17).finished();
+  f.standardization.sd = (Vector(2) << 3.0, 7e20).finished();
+  f.coordinates = 2;
+  f.grid.width = 10;
+  f.grid.height = 20;
+  f.grid.transform = {0.1, 0.3, 0, -7.7, 0, -0.3};
+  f.grid.crs_wkt = test::wkt_of_epsg(32737);
+  f.train_units = {"a", "b: c", "007"};
+  f.holdout_units = {"yes", "-1"};
+  f.training = {12, "converged", -1234.5678901234567, NAN, 9.87};
+  f.config = YAML::Load("data: {grid: population}\nmodel: {link: identity}");
+  return f;
+}
+
+bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
+  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
+}
+
+TEST(ModelFile, RoundTripsExactly) {
+  test::TempDir dir;
+  const io::ModelFile f = sample_file();
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_TRUE(bit_equal(f.model.inducing, g.model.inducing));
+  EXPECT_TRUE(bit_equal(f.model.q_mean, g.model.q_mean));
+  EXPECT_TRUE(bit_equal(f.model.q_chol, g.model.q_chol));
+  EXPECT_TRUE(bit_equal(f.model.kernel.params(), g.model.kernel.params()));
+  EXPECT_TRUE(bit_equal(f.standardization.sd, g.standardization.sd));
+  EXPECT_TRUE(bit_equal(f.standardization.mean, g.standardization.mean));
+  EXPECT_EQ(f.model.mean, g.model.mean);
+  EXPECT_EQ(f.model.log_noise, g.model.log_noise);
+  EXPECT_EQ(f.model.jitter, g.model.jitter);
+  EXPECT_EQ(f.model.pack(), g.model.pack());
+  EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::normal);
+  EXPECT_EQ(g.model.spec.aggregation, Aggregation::mean);
+  EXPECT_TRUE(g.model.spec.learn_inducing);
+  EXPECT_EQ(g.covariates, f.covariates);
+  EXPECT_EQ(g.train_units, f.train_units);
+  EXPECT_EQ(g.holdout_units, f.holdout_units);
+  EXPECT_EQ(g.grid.transform, f.grid.transform);
+  EXPECT_TRUE(io::same_crs(g.grid.crs_wkt, f.grid.crs_wkt));
+  EXPECT_EQ(g.training.elbo, f.training.elbo);
+  EXPECT_TRUE(std::isnan(g.training.best_holdout_nll));
+  EXPECT_EQ(g.config["model"]["link"].as<std::string>(), "identity");
+}
+
+TEST(ModelFile, BrokenEntriesAreNamed) {
+  test::TempDir dir;
+  io::write_model_file(dir / "model.yaml", sample_file());
+  std::ifstream in(dir / "model.yaml");
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string good = s.str();
+  auto expect_broken = [&](const std::string& from, const std::string& to, const std::string& mention) {
+    std::string text = good;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / "bad.yaml") << text;
+    try {
+      io::read_model_file(dir / "bad.yaml");
+      FAIL() << "accepted a file with " << to;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  expect_broken("q_mean:", "q_means:", "missing 'model.q_mean'");
+  expect_broken("link: identity\n  covariance", "link: cube\n  covariance", "unknown link 'cube'");
+  expect_broken("version: 1", "version: 2", "format version 2");
+  expect_broken("coordinates: 2", "coordinates: 3", "do not match");
+  expect_broken("width: 10", "width: ten", "'grid.width' has the wrong type");
+}
+
+}  // namespace
+}  // namespace vbagg
