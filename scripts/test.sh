@@ -11,6 +11,8 @@ args=(-DCMAKE_BUILD_TYPE=Release)
 if [ "${1:-}" = "--sanitize" ]; then
   build=build-asan
   args=(-DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF)
+  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
+  export UBSAN_OPTIONS="print_stacktrace=1"
 fi
 jobs=$(nproc)
 cmake -S . -B "$build" "${args[@]}" >/dev/null

@@ -12,4 +12,25 @@ Vector constant_rate(const Dataset& data) {
 
 double overall_rate(const Dataset& data) { return data.response.sum() / data.bag_weights().sum(); }
 
+Dataset collapse_bags(const Dataset& data) {
+  const Vector w = data.weights();
+  const Vector P = data.bag_weights();
+  Dataset c;
+  c.inputs.resize(data.num_inputs(), data.num_bags());
+  c.population = P;
+  c.coverage = Vector::Ones(data.num_bags());
+  c.response = data.response;
+  c.input_names = data.input_names;
+  c.bag_ids = data.bag_ids;
+  c.offsets.resize(static_cast<size_t>(data.num_bags()) + 1);
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    const Index b = data.bag_begin(a), n = data.bag_size(a);
+    c.inputs.col(a) = P[a] > 0 ? Vector(data.inputs.middleCols(b, n) * w.segment(b, n) / P[a])
+                               : Vector(data.inputs.middleCols(b, n).rowwise().mean());
+    c.offsets[static_cast<size_t>(a)] = a;
+  }
+  c.offsets.back() = data.num_bags();
+  return c;
+}
+
 }  // namespace vbagg

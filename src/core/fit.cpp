@@ -37,14 +37,15 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * train.inputs, o.inducing, km);
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
-  m.q_chol = Matrix::Identity(M, M);
+  m.q_chol = spec.map_estimate ? Matrix::Zero(M, M) : Matrix::Identity(M, M);
   const double total_weight = train.bag_weights().sum();
   const double rate = train.response.sum() / total_weight;
   switch (spec.likelihood) {
     case LikelihoodKind::poisson:
     case LikelihoodKind::exponential:
       if (!(rate > 0)) throw DataError("the training bags have no positive response; the rate cannot be initialised");
-      m.mean = spec.link == Link::square ? std::sqrt(rate) : std::log(rate) - 0.5;
+      // exp link: E[e^f] = e^{mu + 1/2} under the unit-variance prior; a point estimate has no 1/2.
+      m.mean = spec.link == Link::square ? std::sqrt(rate) : std::log(rate) - (spec.map_estimate ? 0.0 : 0.5);
       break;
     case LikelihoodKind::normal:
       m.mean = spec.aggregation == Aggregation::mean ? train.response.mean() : rate;

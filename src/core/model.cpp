@@ -36,6 +36,9 @@ std::string to_string(CovarianceMode v) { return v == CovarianceMode::nystrom ? 
 std::string to_string(Aggregation v) { return v == Aggregation::sum ? "sum" : "mean"; }
 
 void ModelSpec::validate() const {
+  if (map_estimate && (likelihood != LikelihoodKind::poisson || link != Link::exp))
+    throw ConfigError("the MAP (nystrom) model is defined for the poisson likelihood with exp link only");
+  if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
   const std::string combo = "likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) + "'";
   switch (likelihood) {
     case LikelihoodKind::poisson:
@@ -52,7 +55,7 @@ void ModelSpec::validate() const {
 
 Index Model::num_params() const {
   const Index m = num_inducing();
-  Index n = m + m * (m + 1) / 2 + 1 + kernel.num_params();
+  Index n = m + (spec.map_estimate ? 0 : m * (m + 1) / 2) + 1 + kernel.num_params();
   if (spec.likelihood == LikelihoodKind::normal) n += 1;
   if (spec.learn_inducing) n += inducing.size();
   return n;
@@ -64,7 +67,7 @@ Vector Model::pack() const {
   Index k = 0;
   theta.segment(k, m) = q_mean;
   k += m;
-  for (Index j = 0; j < m; ++j) {
+  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
     theta[k++] = std::log(q_chol(j, j));
     for (Index i = j + 1; i < m; ++i) theta[k++] = q_chol(i, j);
   }
@@ -82,7 +85,7 @@ void Model::unpack(const Vector& theta) {
   q_mean = theta.segment(k, m);
   k += m;
   q_chol.setZero(m, m);
-  for (Index j = 0; j < m; ++j) {
+  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
     q_chol(j, j) = std::exp(theta[k++]);
     for (Index i = j + 1; i < m; ++i) q_chol(i, j) = theta[k++];
   }
@@ -97,7 +100,7 @@ std::vector<std::string> Model::param_names() const {
   const Index m = num_inducing();
   std::vector<std::string> names;
   for (Index i = 0; i < m; ++i) names.push_back("q_mean[" + std::to_string(i) + "]");
-  for (Index j = 0; j < m; ++j) {
+  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
     names.push_back("log q_chol[" + std::to_string(j) + "," + std::to_string(j) + "]");
     for (Index i = j + 1; i < m; ++i) names.push_back("q_chol[" + std::to_string(i) + "," + std::to_string(j) + "]");
   }
@@ -133,7 +136,7 @@ Vector ModelGradient::pack(const Model& m) const {
   Index k = 0;
   g.segment(k, M) = q_mean;
   k += M;
-  for (Index j = 0; j < M; ++j) {
+  for (Index j = 0; j < M && !m.spec.map_estimate; ++j) {
     g[k++] = q_chol(j, j) * m.q_chol(j, j);  // d/d log L_jj
     for (Index i = j + 1; i < M; ++i) g[k++] = q_chol(i, j);
   }
@@ -165,11 +168,19 @@ void latent_marginals(const Model& model, const Posterior& post, const Matrix& X
   model.kernel.cross(model.inducing, X, K);
   mean.noalias() = K.transpose() * post.alpha;
   mean.array() += model.mean;
+  if (model.spec.map_estimate) {
+    var.setZero(X.cols());  // a point estimate carries no uncertainty
+    return;
+  }
   const Matrix R = post.Q * K;
   var = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
 }
 
 double kl_divergence(const Model& model, ModelGradient* grad) {
+  if (model.spec.map_estimate) {
+    if (grad) grad->q_mean += model.spec.prior_precision * model.q_mean;
+    return 0.5 * model.spec.prior_precision * model.q_mean.squaredNorm();
+  }
   const Matrix& L = model.q_chol;
   const Index m = model.num_inducing();
   double logdet = 0;

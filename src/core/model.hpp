@@ -32,6 +32,11 @@ struct ModelSpec {
   CovarianceMode covariance = CovarianceMode::nystrom;
   Aggregation aggregation = Aggregation::sum;
   bool learn_inducing = false;
+  // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
+  // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
+  // replaced by the prior penalty prior_precision * |m_v|^2 / 2. Poisson with exp link only.
+  bool map_estimate = false;
+  double prior_precision = 1.0;
 
   // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square).
   void validate() const;
@@ -50,8 +55,9 @@ struct Model {
   Index num_inducing() const { return inducing.cols(); }
   Index num_inputs() const { return inducing.rows(); }
 
-  // Free parameters in a fixed order: m_v, L_v (lower triangle by column, diagonal as its log),
-  // mu, kernel log-hyperparameters, log tau (normal only), W (when learned).
+  // Free parameters in a fixed order: m_v, L_v (lower triangle by column, diagonal as its log;
+  // absent for a MAP estimate), mu, kernel log-hyperparameters, log tau (normal only), W (when
+  // learned).
   Index num_params() const;
   Vector pack() const;
   void unpack(const Vector& theta);
@@ -89,7 +95,7 @@ Posterior compute_posterior(const Model& model);
 // Per-pixel mean and variance of f for inputs stored one per column.
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var);
 
-// KL(q(v) || N(0, I)); adds its gradient to grad when non-null.
+// KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty); adds its gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 
 }  // namespace vbagg

@@ -89,7 +89,10 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     const Index off = b * block, len = len_of(b);
     forward_block(model, post, data, begin + off, len, with_grad, sb);
     m.segment(off, len).noalias() = sb.K.transpose() * post.alpha;
-    s2.segment(off, len) = (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    if (model.spec.map_estimate)
+      s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
+    else
+      s2.segment(off, len) = (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     if (needs == BagNeeds::nystrom) T.middleCols(off, len).noalias() = post.B * sb.K;
   }
   m.array() += model.mean;
@@ -105,7 +108,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   if (!with_grad) return;
 
   g.gm *= scale;
-  g.gs2 *= scale;
+  g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
   acc.g_log_noise += scale * g.g_log_noise;
   acc.g_mean += g.gm.sum();
   acc.g_kdiag += g.gs2.sum();

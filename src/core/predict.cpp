@@ -215,7 +215,9 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   m.array() += model.mean;
   const Vector s2 = (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
   const Matrix T = post.B * K;
-  const Vector resid_sd = (s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
+  // A MAP estimate has no latent uncertainty: only the observation noise remains.
+  const Vector resid_sd = model.spec.map_estimate ? Vector::Zero(n)
+                                                  : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
   Vector w = w_in;
   if (model.spec.likelihood == LikelihoodKind::normal && model.spec.aggregation == Aggregation::mean) w /= w.sum();
   std::mt19937_64 rng(seed);
@@ -223,7 +225,7 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   Matrix Z(M, samples), E(n, samples);
   for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);
   for (Index i = 0; i < E.size(); ++i) E.data()[i] = normal(rng);
-  Matrix F = T.transpose() * Z;
+  Matrix F = model.spec.map_estimate ? Matrix(Matrix::Zero(n, samples)) : Matrix(T.transpose() * Z);
   F += resid_sd.asDiagonal() * E;
   F.colwise() += m;
   Vector draws(samples);

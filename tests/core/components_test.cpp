@@ -162,6 +162,19 @@ TEST(Baselines, ConstantRateReproducesBagTotals) {
     EXPECT_NEAR(w.segment(d.bag_begin(a), d.bag_size(a)).dot(rate.segment(d.bag_begin(a), d.bag_size(a))), d.response[a], 1e-9);
 }
 
+TEST(Baselines, CollapsedBagsKeepTotalsAndWeightedMeans) {
+  const Dataset d = test::random_dataset(5, 2, 8, 3, LikelihoodKind::poisson, 4);
+  const Dataset c = collapse_bags(d);
+  c.validate();
+  ASSERT_EQ(c.num_bags(), 5);
+  EXPECT_EQ(c.num_pixels(), 5);
+  EXPECT_TRUE(c.bag_weights().isApprox(d.bag_weights(), 1e-12));
+  const Vector w = d.weights();
+  Vector mean = Vector::Zero(3);
+  for (Index i = d.bag_begin(2); i < d.bag_begin(2) + d.bag_size(2); ++i) mean += w[i] * d.inputs.col(i);
+  EXPECT_TRUE(c.inputs.col(2).isApprox(mean / w.segment(d.bag_begin(2), d.bag_size(2)).sum(), 1e-12));
+}
+
 TEST(Metrics, SmallCases) {
   const Vector y = (Vector(2) << 3, 0).finished(), yhat = (Vector(2) << 2, 1).finished();
   const BagNll nll = bag_poisson_nll(y, yhat);

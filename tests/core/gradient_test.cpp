@@ -35,6 +35,12 @@ std::vector<Case> likelihood_cases() {
       {"normal_mean_nystrom", spec(L::normal, Link::identity, C::nystrom, A::mean)},
       {"normal_mean_exact", spec(L::normal, Link::identity, C::exact, A::mean)},
       {"exponential_exp", spec(L::exponential, Link::exp, C::nystrom, A::sum)},
+      {"poisson_exp_map", [&] {
+         ModelSpec s = spec(L::poisson, Link::exp, C::nystrom, A::sum);
+         s.map_estimate = true;
+         s.prior_precision = 2.5;
+         return s;
+       }()},
   };
 }
 
@@ -96,7 +102,7 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
-                         ::testing::Combine(::testing::Range<size_t>(0, 8), ::testing::Range<size_t>(0, 6)),
+                         ::testing::Combine(::testing::Range<size_t>(0, 9), ::testing::Range<size_t>(0, 6)),
                          [](const auto& info) {
                            return likelihood_cases()[std::get<0>(info.param)].name + "_" +
                                   kernel_cases()[std::get<1>(info.param)].first;
