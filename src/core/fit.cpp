@@ -37,7 +37,7 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * train.inputs, o.inducing, km);
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
-  m.q_chol = spec.map_estimate ? Matrix::Zero(M, M) : Matrix::Identity(M, M);
+  m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));
   const double total_weight = train.bag_weights().sum();
   const double rate = train.response.sum() / total_weight;
   switch (spec.likelihood) {
