@@ -48,14 +48,22 @@ int main(int argc, char** argv) {
   std::string link = "exp", covariance = "nystrom";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--pixels") pixels = std::stol(v);
-    else if (k == "--bags") bags = std::stol(v);
-    else if (k == "--inducing") M = std::stol(v);
-    else if (k == "--inputs") D = std::stol(v);
-    else if (k == "--threads") max_threads = std::stoi(v);
-    else if (k == "--repeat") repeat = std::stoi(v);
-    else if (k == "--link") link = v;
-    else if (k == "--covariance") covariance = v;
+    if (k == "--pixels")
+      pixels = std::stol(v);
+    else if (k == "--bags")
+      bags = std::stol(v);
+    else if (k == "--inducing")
+      M = std::stol(v);
+    else if (k == "--inputs")
+      D = std::stol(v);
+    else if (k == "--threads")
+      max_threads = std::stoi(v);
+    else if (k == "--repeat")
+      repeat = std::stoi(v);
+    else if (k == "--link")
+      link = v;
+    else if (k == "--covariance")
+      covariance = v;
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;

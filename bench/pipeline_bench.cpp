@@ -7,9 +7,9 @@
 #include <sys/resource.h>
 
 #include <chrono>
-#include <filesystem>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 #include <string>
 
@@ -85,7 +85,8 @@ void write_units(const std::string& path, int size, int units) {
   for (int j = 0; j < ny; ++j)
     for (int i = 0; i < nx; ++i) {
       OGRLinearRing ring;
-      for (auto [a, b] : {std::pair{i, j}, std::pair{i + 1, j}, std::pair{i + 1, j + 1}, std::pair{i, j + 1}, std::pair{i, j}})
+      for (auto [a, b] :
+           {std::pair{i, j}, std::pair{i + 1, j}, std::pair{i + 1, j + 1}, std::pair{i, j + 1}, std::pair{i, j}})
         ring.addPoint(corner[a][b].first, corner[a][b].second);
       OGRPolygon poly;
       poly.addRing(&ring);
@@ -130,8 +131,8 @@ int main(int argc, char** argv) {
   rusage ru{};
   getrusage(RUSAGE_SELF, &ru);
   std::printf("| %d x %d | %zu | %ld | %s | %ld | %.1f | %.0f | %.0f |\n", b.grid.width, b.grid.height,
-              config.covariates.size(), static_cast<long>(b.dataset.num_bags()), io::to_string(config.pixel_assignment).c_str(),
-              static_cast<long>(b.dataset.num_pixels()), secs,
+              config.covariates.size(), static_cast<long>(b.dataset.num_bags()),
+              io::to_string(config.pixel_assignment).c_str(), static_cast<long>(b.dataset.num_pixels()), secs,
               static_cast<double>(b.dataset.inputs.size() + 2 * b.dataset.num_pixels()) * 8 / 1048576.0,
               static_cast<double>(ru.ru_maxrss) / 1024.0);
   return 0;

@@ -51,7 +51,8 @@ void Progress::update(long long done, const std::string& suffix) {
   if (percent == last_percent_ && suffix.empty()) return;
   last_percent_ = percent;
   const int width = 30, filled = width * percent / 100;
-  std::fprintf(stderr, "\r%s [%s%s] %3d%% %s\x1b[K", label_.c_str(), std::string(static_cast<size_t>(filled), '#').c_str(),
+  std::fprintf(stderr, "\r%s [%s%s] %3d%% %s\x1b[K", label_.c_str(),
+               std::string(static_cast<size_t>(filled), '#').c_str(),
                std::string(static_cast<size_t>(width - filled), '.').c_str(), percent, suffix.c_str());
   std::fflush(stderr);
 }

@@ -60,7 +60,8 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
     try {
       x = n.as<double>();
     } catch (const YAML::Exception&) {
-      throw ConfigError(h + " must be a number, got '" + (n.IsScalar() ? n.Scalar() : std::string("a list or map")) + "'");
+      throw ConfigError(h + " must be a number, got '" + (n.IsScalar() ? n.Scalar() : std::string("a list or map")) +
+                        "'");
     }
     if (!(x >= p.min && x <= p.max)) {
       std::ostringstream r;
@@ -115,17 +116,20 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
       return;
     }
     case ParamType::layer_list: {
-      if (!v.IsSequence() || v.size() == 0) throw ConfigError(head + " must be a non-empty list of {path, name, resampling}");
+      if (!v.IsSequence() || v.size() == 0)
+        throw ConfigError(head + " must be a non-empty list of {path, name, resampling}");
       const Param* resampling = find_param("data.population.resampling");
       for (size_t i = 0; i < v.size(); ++i) {
         const std::string item = p.key + "[" + std::to_string(i) + "]";
         const YAML::Node e = v[i];
         if (e.IsScalar()) continue;  // a bare path
-        if (!e.IsMap()) throw ConfigError(where(source, e) + ": " + item + " must be a path or a map {path, name, resampling}");
+        if (!e.IsMap())
+          throw ConfigError(where(source, e) + ": " + item + " must be a path or a map {path, name, resampling}");
         for (const auto& kv : e) {
           const std::string k = kv.first.Scalar();
           if (k != "path" && k != "name" && k != "resampling")
-            throw ConfigError(where(source, kv.first) + ": unknown key '" + item + "." + k + "' (allowed: path, name, resampling)");
+            throw ConfigError(where(source, kv.first) + ": unknown key '" + item + "." + k +
+                              "' (allowed: path, name, resampling)");
         }
         if (!e["path"] || !e["path"].IsScalar() || e["path"].Scalar().empty())
           throw ConfigError(where(source, e) + ": " + item + ".path is missing");
@@ -143,7 +147,8 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
 // Walks the user's tree: every leaf must be a known key (layer lists are leaves).
 void check_tree(const YAML::Node& node, const std::string& prefix, const std::string& source) {
   if (!node.IsMap()) {
-    if (prefix.empty()) throw ConfigError(source + ": the configuration must be a map of sections (data, model, train, ...)");
+    if (prefix.empty())
+      throw ConfigError(source + ": the configuration must be a map of sections (data, model, train, ...)");
     throw ConfigError(where(source, node) + ": '" + prefix.substr(0, prefix.size() - 1) +
                       "' must be a section with keys: " + join(children(prefix)));
   }
@@ -211,7 +216,8 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
   }
   for (const auto& o : overrides) {
     const auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0) throw ConfigError("--set " + o + ": expected KEY=VALUE, e.g. --set model.link=square");
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--set " + o + ": expected KEY=VALUE, e.g. --set model.link=square");
     c.set(o.substr(0, eq), o.substr(eq + 1));
   }
   for (const auto& p : all_params()) {
@@ -242,8 +248,9 @@ void Config::set(const std::string& key, const std::string& yaml_value) {
     const auto dot = key.rfind('.');
     const std::string prefix = dot == std::string::npos ? "" : key.substr(0, dot + 1);
     throw ConfigError("--set " + key + ": unknown key" +
-                      (children(prefix).empty() ? std::string() : " (allowed in '" + prefix.substr(0, prefix.size() - 1) +
-                                                                       "': " + join(children(prefix)) + ")"));
+                      (children(prefix).empty() ? std::string()
+                                                : " (allowed in '" + prefix.substr(0, prefix.size() - 1) +
+                                                      "': " + join(children(prefix)) + ")"));
   }
   YAML::Node v;
   try {
@@ -320,7 +327,8 @@ io::DataConfig Config::data_config() const {
     d.covariates.push_back(l);
   }
   d.population = {path("data.population.path"), "population", text("data.population.resampling")};
-  d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"), text("data.units.response_field")};
+  d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"),
+             text("data.units.response_field")};
   const std::string grid = text("data.grid");
   d.grid = grid;
   if (grid != "population") {

@@ -15,11 +15,12 @@
 namespace vbagg::cli {
 
 int eval_main(int argc, char** argv) {
-  CLI::App app("Evaluates a fitted model on its training, holdout or all units: bag NLL (sum and mean), bag log-MSE, "
-               "coverage of the observed counts by predictive intervals and the ELBO, next to the constant baseline; "
-               "with --truth also pixel-level MSE, correlation and calibration. Prints a table; writes JSON and an "
-               "HTML report on request.",
-               "vbagg-eval");
+  CLI::App app(
+      "Evaluates a fitted model on its training, holdout or all units: bag NLL (sum and mean), bag log-MSE, "
+      "coverage of the observed counts by predictive intervals and the ELBO, next to the constant baseline; "
+      "with --truth also pixel-level MSE, correlation and calibration. Prints a table; writes JSON and an "
+      "HTML report on request.",
+      "vbagg-eval");
   std::string model_path, config_path, split = "holdout", truth, json, report;
   std::vector<std::string> sets;
   int threads = 0;
@@ -27,8 +28,11 @@ int eval_main(int argc, char** argv) {
   app.add_option("--model", model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
   app.add_option("--config", config_path, "Run configuration to evaluate on other data (default: the model's own)");
   app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
-  app.add_option("--split", split, "Units to evaluate")->check(CLI::IsMember({"train", "holdout", "all"}))->capture_default_str();
-  app.add_option("--truth", truth, "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
+  app.add_option("--split", split, "Units to evaluate")
+      ->check(CLI::IsMember({"train", "holdout", "all"}))
+      ->capture_default_str();
+  app.add_option("--truth", truth,
+                 "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
   app.add_option("--json", json, "Write the metrics as JSON to this file");
   app.add_option("--report", report, "Write a self-contained HTML report (plots and quick-look maps) to this file");
   app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);

@@ -31,8 +31,8 @@ std::string json_list(const std::vector<double>& v) {
 
 }  // namespace
 
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const std::string& truth_path,
-                 int samples, int threads) {
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
+                 const std::string& truth_path, int samples, int threads) {
   const Dataset& d = built.dataset;
   const Model& model = m.file.model;
   const std::vector<Index> train = bags_of(d, m.file.train_units), holdout = bags_of(d, m.file.holdout_units);
@@ -44,6 +44,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   if (bags.empty()) throw DataError("no " + split + " units of the model are in the data; nothing to evaluate");
 
   Metrics r;
+  r.kind = m.file.kind;
   r.split = split;
   r.units = static_cast<Index>(bags.size());
   r.levels = calibration_levels();
@@ -54,7 +55,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     P[k] = bag_weight[bags[static_cast<size_t>(k)]];
     r.pixels += d.bag_size(bags[static_cast<size_t>(k)]);
   }
-  const Vector yhat = predicted_bag_totals(model, d, bags, threads);
+  const Vector yhat = unit_totals(m, d, bags, threads);
   r.observed.assign(y.data(), y.data() + y.size());
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
   const bool poisson = model.spec.likelihood == LikelihoodKind::poisson;
@@ -86,9 +87,8 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   // Coverage of the observed counts by central predictive intervals.
   r.count_coverage.assign(r.levels.size(), 0.0);
   for (Index k = 0; k < r.units; ++k) {
-    const Index a = bags[static_cast<size_t>(k)], b = d.bag_begin(a), n = d.bag_size(a);
-    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-    Vector draws = bag_predictive_draws(model, d.inputs.middleCols(b, n), w, samples, 7000 + static_cast<unsigned long long>(a));
+    const Index a = bags[static_cast<size_t>(k)];
+    Vector draws = unit_draws(m, d, a, samples, 7000 + static_cast<unsigned long long>(a));
     std::sort(draws.data(), draws.data() + draws.size());
     for (size_t l = 0; l < r.levels.size(); ++l) {
       const double lo_p = 0.5 - r.levels[l] / 2, hi_p = 0.5 + r.levels[l] / 2;
@@ -99,21 +99,21 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   }
   ObjectiveOptions oo;
   oo.threads = threads;
-  if (!train.empty()) r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
+  if (!train.empty() && m.file.kind == "vbagg") r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
 
   if (!truth_path.empty()) {
     r.has_truth = true;
     io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
     Vector t(r.pixels), cb(r.pixels);
-    Matrix X(d.num_inputs(), r.pixels);
+    std::vector<Index> pixels;  // dataset pixel of each position
     std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position), read in grid order
     Index pos = 0;
     for (Index k = 0; k < r.units; ++k) {
       const Index a = bags[static_cast<size_t>(k)];
       for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
         cells.emplace_back(built.cell[static_cast<size_t>(i)], pos);
-        cb[pos] = base[k] / P[k];
-        X.col(pos++) = d.inputs.col(i);
+        cb[pos++] = base[k] / P[k];
+        pixels.push_back(i);
       }
     }
     std::sort(cells.begin(), cells.end());
@@ -127,9 +127,9 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
         t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
     }
     PredictOptions po;
-    po.quantiles = central_interval_quantiles(r.levels);
+    if (has_uncertainty(m)) po.quantiles = central_interval_quantiles(r.levels);
     po.threads = threads;
-    const Prediction p = predict(model, X, po);
+    const Prediction p = predict_dataset_pixels(m, built, pixels, po);
     std::vector<Index> ok;
     for (Index i = 0; i < r.pixels; ++i)
       if (std::isfinite(t[i])) ok.push_back(i);
@@ -143,6 +143,8 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     r.pixel_correlation = correlation(pm, tt);
     r.baseline_pixel_mse = mean_squared_error(bb, tt);
     r.baseline_pixel_correlation = correlation(bb, tt);
+    // Calibration needs a posterior: point estimates (nystrom, constant) have none.
+    if (has_uncertainty(m)) {
     Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
     for (size_t j = 0; j < ok.size(); ++j)
       for (size_t l = 0; l < r.levels.size(); ++l) {
@@ -151,6 +153,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
       }
     const Vector cov = interval_coverage(tt, lo, hi);
     r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
+    }
   }
   return r;
 }
@@ -159,7 +162,9 @@ std::string metrics_table(const Metrics& r) {
   std::ostringstream s;
   s.precision(6);
   s << "split: " << r.split << " (" << r.units << " units, " << r.pixels << " pixels)\n";
-  s << "                         vbagg        constant\n";
+  char head[160];
+  std::snprintf(head, sizeof head, "%-22s %12s    %12s\n", "", r.kind.c_str(), "constant");
+  s << head;
   auto row = [&](const char* name, double a, double b) {
     char line[160];
     std::snprintf(line, sizeof line, "%-22s %12.6g    %12.6g\n", name, a, b);
@@ -174,12 +179,14 @@ std::string metrics_table(const Metrics& r) {
   }
   char line[160];
   std::snprintf(line, sizeof line, "%-22s %12.8g\n", "ELBO (training units)", r.elbo_train);
-  s << line << "interval level          counts covered" << (r.has_truth ? "    pixels covered (truth)" : "") << "\n";
+  const bool calibrated = !r.pixel_coverage.empty();
+  s << line << "interval level          counts covered" << (calibrated ? "    pixels covered (truth)" : "") << "\n";
   for (size_t l = 0; l < r.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f", 100 * r.levels[l], r.count_coverage[l]);
     s << line;
-    if (r.has_truth) {
-      std::snprintf(line, sizeof line, "            %6.3f (error %+.3f)", r.pixel_coverage[l], r.pixel_coverage[l] - r.levels[l]);
+    if (calibrated) {
+      std::snprintf(line, sizeof line, "            %6.3f (error %+.3f)", r.pixel_coverage[l],
+                    r.pixel_coverage[l] - r.levels[l]);
       s << line;
     }
     s << "\n";
@@ -192,20 +199,24 @@ std::string metrics_json(const Metrics& r) {
   std::vector<double> count_err, pixel_err;
   for (size_t l = 0; l < r.levels.size(); ++l) {
     count_err.push_back(std::abs(r.count_coverage[l] - r.levels[l]));
-    if (r.has_truth) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
+    if (!r.pixel_coverage.empty()) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
   }
-  s << "{\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units << ",\n  \"pixels\": " << r.pixels << ",\n"
+  s << "{\n  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units << ",\n  \"pixels\": " << r.pixels << ",\n"
     << "  \"bag_nll_sum\": " << num(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << num(r.bag_nll_mean) << ",\n"
     << "  \"bag_log_mse\": " << num(r.bag_log_mse) << ",\n  \"elbo_train\": " << num(r.elbo_train) << ",\n"
-    << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage) << ",\n"
+    << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage)
+    << ",\n"
     << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
     << "  \"baseline_constant\": {\"bag_nll_mean\": " << num(r.baseline_bag_nll_mean)
     << ", \"bag_log_mse\": " << num(r.baseline_bag_log_mse);
-  if (r.has_truth) s << ", \"pixel_mse\": " << num(r.baseline_pixel_mse) << ", \"pixel_correlation\": " << num(r.baseline_pixel_correlation);
+  if (r.has_truth)
+    s << ", \"pixel_mse\": " << num(r.baseline_pixel_mse)
+      << ", \"pixel_correlation\": " << num(r.baseline_pixel_correlation);
   s << "}";
   if (r.has_truth)
     s << ",\n  \"pixel\": {\"mse\": " << num(r.pixel_mse) << ", \"correlation\": " << num(r.pixel_correlation)
-      << ", \"coverage\": " << json_list(r.pixel_coverage) << ", \"coverage_error\": " << json_list(pixel_err) << "}";
+      << ", \"coverage\": " << (r.pixel_coverage.empty() ? "null" : json_list(r.pixel_coverage))
+      << ", \"coverage_error\": " << (pixel_err.empty() ? "null" : json_list(pixel_err)) << "}";
   s << "\n}\n";
   return s.str();
 }

@@ -11,23 +11,24 @@
 namespace vbagg::cli {
 
 struct Metrics {
+  std::string kind;  // model kind
   std::string split;
   Index units = 0, pixels = 0;
   double bag_nll_sum = NAN, bag_nll_mean = NAN, bag_log_mse = NAN;
   double baseline_bag_nll_mean = NAN, baseline_bag_log_mse = NAN;  // constant baseline
-  std::vector<double> levels;            // interval levels
-  std::vector<double> count_coverage;    // observed counts inside the predictive interval, per level
+  std::vector<double> levels;                                      // interval levels
+  std::vector<double> count_coverage;  // observed counts inside the predictive interval, per level
   double elbo_train = NAN;
   // With a truth raster:
   bool has_truth = false;
   double pixel_mse = NAN, pixel_correlation = NAN, baseline_pixel_mse = NAN, baseline_pixel_correlation = NAN;
-  std::vector<double> pixel_coverage;    // true intensity inside the central interval, per level
+  std::vector<double> pixel_coverage;  // true intensity inside the central interval, per level
   // For plots: per unit observed and predicted totals, and the pixel sample used for maps.
   std::vector<double> observed, predicted;
 };
 
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const std::string& truth_path,
-                 int samples, int threads);
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
+                 const std::string& truth_path, int samples, int threads);
 
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "core/predict.hpp"
 #include "io/build_dataset.hpp"
 #include "io/model_file.hpp"
 
@@ -13,15 +14,34 @@ namespace vbagg::cli {
 
 struct LoadedModel {
   io::ModelFile file;
-  Config config;  // --config when given, else the model's own resolved configuration; --set applied
+  Config config;            // --config when given, else the model's own resolved configuration; --set applied
+  bool same_units = true;   // the configuration's units are those the model was trained on (not a new area)
 };
 
-LoadedModel load_model(const std::string& model_path, const std::string& config_path, const std::vector<std::string>& sets);
+LoadedModel load_model(const std::string& model_path, const std::string& config_path,
+                       const std::vector<std::string>& sets);
 
 // The units' dataset with inputs in the model's order: covariates matched by name and
 // standardised with the model's means and sds, then coordinates. Throws DataError naming a
 // covariate the model needs and the configuration lacks.
 io::BuiltData model_dataset(const LoadedModel& m);
+
+// Whether the model has a posterior (vbagg, bag_pixel) or is a point estimate (nystrom, constant).
+bool has_uncertainty(const LoadedModel& m);
+
+// constant model: the rate of a unit (its own if it was a training unit, else the overall rate).
+double constant_rate(const LoadedModel& m, const std::string& unit_id);
+
+// Predicted totals sum_i c_i p_i E[lambda_i] of the listed bags, for any kind.
+Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Index>& bags, int threads);
+
+// Predictive draws of one bag's observation, for any kind (point estimates: observation noise only).
+Vector unit_draws(const LoadedModel& m, const Dataset& d, Index bag, int samples, unsigned long long seed);
+
+// Predictions at pixels of the dataset (indices into built.dataset). constant: the rate of the
+// pixel's unit, sd 0, no quantiles or exceedance.
+Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,
+                                  const PredictOptions& options);
 
 // Where each of the model's covariates comes from in the configuration: (layer, band), 1-based band.
 struct CovariateSource {

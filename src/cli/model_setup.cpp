@@ -14,7 +14,8 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
   for (Index a = 0; a < bags; ++a) order[static_cast<size_t>(a)] = a;
   std::mt19937_64 rng(seed);
   for (Index i = bags - 1; i > 0; --i)
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng() % static_cast<unsigned long long>(i + 1))]);
+    std::swap(order[static_cast<size_t>(i)],
+              order[static_cast<size_t>(rng() % static_cast<unsigned long long>(i + 1))]);
   const Index holdout = std::min(bags - 1, static_cast<Index>(std::llround(fraction * static_cast<double>(bags))));
   Split s;
   s.holdout.assign(order.begin(), order.begin() + holdout);
@@ -31,18 +32,24 @@ ModelSpec model_spec(const Config& c) {
   s.covariance = parse_covariance_mode(c.text("model.covariance"));
   s.aggregation = parse_aggregation(c.text("model.aggregation"));
   s.learn_inducing = c.boolean("model.inducing.learn_locations");
+  s.map_estimate = c.text("model.kind") == "nystrom";
+  s.prior_precision = c.real("model.prior_precision");
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError(std::string("model.likelihood / model.link: ") + e.what());
+    throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ") : std::string("model.likelihood / model.link: ")) +
+                      e.what());
   }
+  if (c.text("model.kind") == "constant" && s.likelihood != LikelihoodKind::poisson)
+    throw ConfigError("model.kind constant is a rate per unit: it needs model.likelihood poisson");
   return s;
 }
 
 Kernel model_kernel(const Config& c, Index covariates, Index coordinates) {
   const std::string space = c.text("model.kernel.space");
   if (space != "none" && coordinates == 0)
-    throw ConfigError("model.kernel.space is '" + space + "' but data.coordinates is false; set model.kernel.space: none "
+    throw ConfigError("model.kernel.space is '" + space +
+                      "' but data.coordinates is false; set model.kernel.space: none "
                       "or data.coordinates: true");
   return make_kernel(c.text("model.kernel.covariates"), space, covariates, coordinates);
 }

@@ -12,56 +12,171 @@ const double kInf = 1e308;
 std::vector<Param> make_params() {
   return {
       // data
-      {"data.covariates", T::layer_list, "", {}, -kInf, kInf,
+      {"data.covariates",
+       T::layer_list,
+       "",
+       {},
+       -kInf,
+       kInf,
        "Covariate rasters, a list of {path, name, resampling}. Every band of a file is one covariate "
        "(named name, or name_<band description> for multi-band files; name defaults to the file's stem). "
        "resampling (default bilinear) brings the raster onto the reference grid: one of near, bilinear, cubic, "
        "cubicspline, lanczos, average, rms, mode, max, min, med, q1, q3, sum."},
       {"data.population.path", T::path, "", {}, -kInf, kInf, "Population raster (people per pixel)."},
-      {"data.population.resampling", T::choice, "sum",
-       {"sum", "near", "bilinear", "cubic", "cubicspline", "lanczos", "average", "rms", "mode", "max", "min", "med", "q1", "q3"},
-       -kInf, kInf, "How population is brought onto the reference grid; sum keeps totals."},
-      {"data.units.path", T::path, "", {}, -kInf, kInf, "Administrative units: any OGR vector source (.gpkg, .shp, .geojson)."},
-      {"data.units.layer", T::text, "''", {}, -kInf, kInf, "Layer of the units source; may be empty when it has one layer."},
+      {"data.population.resampling",
+       T::choice,
+       "sum",
+       {"sum", "near", "bilinear", "cubic", "cubicspline", "lanczos", "average", "rms", "mode", "max", "min", "med",
+        "q1", "q3"},
+       -kInf,
+       kInf,
+       "How population is brought onto the reference grid; sum keeps totals."},
+      {"data.units.path",
+       T::path,
+       "",
+       {},
+       -kInf,
+       kInf,
+       "Administrative units: any OGR vector source (.gpkg, .shp, .geojson)."},
+      {"data.units.layer",
+       T::text,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "Layer of the units source; may be empty when it has one layer."},
       {"data.units.id_field", T::text, "", {}, -kInf, kInf, "Field holding each unit's id (text or integer)."},
-      {"data.units.response_field", T::text, "", {}, -kInf, kInf,
+      {"data.units.response_field",
+       T::text,
+       "",
+       {},
+       -kInf,
+       kInf,
        "Field holding each unit's observation (case count): integer, real or numeric text."},
-      {"data.grid", T::text, "population", {}, -kInf, kInf,
+      {"data.grid",
+       T::text,
+       "population",
+       {},
+       -kInf,
+       kInf,
        "Reference grid every layer is aligned to: 'population', the name of a covariate, or a raster path."},
-      {"data.pixel_assignment", T::choice, "fraction", {"centre", "all_touched", "fraction"}, -kInf, kInf,
+      {"data.pixel_assignment",
+       T::choice,
+       "fraction",
+       {"centre", "all_touched", "fraction"},
+       -kInf,
+       kInf,
        "Which pixels belong to a unit: centre inside, all touched, or every pixel weighted by its exact area share."},
-      {"data.coordinates", T::boolean, "true", {}, -kInf, kInf,
+      {"data.coordinates",
+       T::boolean,
+       "true",
+       {},
+       -kInf,
+       kInf,
        "Add pixel-centre coordinates in km as inputs (needed by model.kernel.space)."},
-      {"data.on_bad_unit", T::choice, "stop", {"stop", "drop"}, -kInf, kInf,
+      {"data.on_bad_unit",
+       T::choice,
+       "stop",
+       {"stop", "drop"},
+       -kInf,
+       kInf,
        "Units with zero population, no pixels, a missing or negative response, a duplicate id or broken geometry: "
        "stop before training naming them all, or drop and list them."},
       // model
-      {"model.kind", T::choice, "vbagg", {"vbagg"}, -kInf, kInf, "Model to fit."},
-      {"model.likelihood", T::choice, "poisson", {"poisson", "normal", "exponential"}, -kInf, kInf,
+      {"model.kind",
+       T::choice,
+       "vbagg",
+       {"vbagg", "bag_pixel", "nystrom", "constant"},
+       -kInf,
+       kInf,
+       "Model to fit: vbagg (variational GP on the bags); baselines: bag_pixel (the same GP fitted to each unit "
+       "collapsed to its population-weighted mean inputs), nystrom (MAP Poisson regression on Nystrom features of the "
+       "same inducing points; no uncertainty), constant (each training unit's own rate; elsewhere the overall rate)."},
+      {"model.prior_precision",
+       T::real,
+       "1",
+       {},
+       1e-12,
+       1e12,
+       "nystrom: precision 1/gamma^2 of the Gaussian prior on the feature weights."},
+      {"model.likelihood",
+       T::choice,
+       "poisson",
+       {"poisson", "normal", "exponential"},
+       -kInf,
+       kInf,
        "Bag observation model."},
-      {"model.link", T::choice, "exp", {"exp", "square", "identity"}, -kInf, kInf,
+      {"model.link",
+       T::choice,
+       "exp",
+       {"exp", "square", "identity"},
+       -kInf,
+       kInf,
        "Link from the GP to the intensity: exp or square for poisson, identity for normal, exp for exponential."},
-      {"model.covariance", T::choice, "nystrom", {"nystrom", "exact"}, -kInf, kInf,
+      {"model.covariance",
+       T::choice,
+       "nystrom",
+       {"nystrom", "exact"},
+       -kInf,
+       kInf,
        "Within-bag covariance for the square link and the normal model: nystrom O(N M^2) or exact O(N^2 M)."},
-      {"model.aggregation", T::choice, "sum", {"sum", "mean"}, -kInf, kInf,
+      {"model.aggregation",
+       T::choice,
+       "sum",
+       {"sum", "mean"},
+       -kInf,
+       kInf,
        "Normal model: the bag value is the population-weighted sum or mean of the pixel values."},
-      {"model.kernel.covariates", T::choice, "ard", {"ard", "rbf", "matern12", "matern32", "matern52", "none"}, -kInf, kInf,
+      {"model.kernel.covariates",
+       T::choice,
+       "ard",
+       {"ard", "rbf", "matern12", "matern32", "matern52", "none"},
+       -kInf,
+       kInf,
        "Kernel on the standardised covariates."},
-      {"model.kernel.space", T::choice, "matern32", {"matern12", "matern32", "matern52", "rbf", "none"}, -kInf, kInf,
+      {"model.kernel.space",
+       T::choice,
+       "matern32",
+       {"matern12", "matern32", "matern52", "rbf", "none"},
+       -kInf,
+       kInf,
        "Kernel on the coordinates (km); needs data.coordinates."},
       {"model.inducing.count", T::integer, "200", {}, 1, 100000, "Number of inducing points M."},
       {"model.inducing.init", T::choice, "kmeans++", {"kmeans++"}, -kInf, kInf, "Inducing-point initialisation."},
       {"model.inducing.learn_locations", T::boolean, "false", {}, -kInf, kInf, "Optimise the inducing inputs too."},
-      {"model.jitter", T::real, "1e-6", {}, 1e-12, 0.1, "Relative jitter added to K_WW; raised automatically when needed."},
+      {"model.jitter",
+       T::real,
+       "1e-6",
+       {},
+       1e-12,
+       0.1,
+       "Relative jitter added to K_WW; raised automatically when needed."},
       // train
-      {"train.optimizer", T::choice, "adam", {"adam", "lbfgs"}, -kInf, kInf,
+      {"train.optimizer",
+       T::choice,
+       "adam",
+       {"adam", "lbfgs"},
+       -kInf,
+       kInf,
        "adam: minibatches of bags; lbfgs: full batch (one epoch = one objective evaluation)."},
       {"train.learning_rate", T::real, "0.01", {}, 1e-12, 10, "Adam step size."},
       {"train.epochs", T::integer, "300", {}, 1, 10000000, "Maximum number of epochs."},
       {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per Adam minibatch."},
-      {"train.tolerance", T::real, "0", {}, 0, 1, "Stop when the epoch objective changes by less than this (relative); 0 is off."},
-      {"train.patience", T::integer, "0", {}, 0, 10000000,
-       "Early stopping: epochs without improvement of the holdout NLL before stopping (the best epoch is kept); 0 is off."},
+      {"train.tolerance",
+       T::real,
+       "0",
+       {},
+       0,
+       1,
+       "Stop when the epoch objective changes by less than this (relative); 0 is off."},
+      {"train.patience",
+       T::integer,
+       "0",
+       {},
+       0,
+       10000000,
+       "Early stopping: epochs without improvement of the holdout NLL before stopping (the best epoch is kept); 0 is "
+       "off."},
       {"train.seed", T::integer, "1", {}, 0, 9.2e18, "Seed of inducing points, minibatches and initialisation."},
       {"train.threads", T::integer, "0", {}, 0, 4096, "Threads; 0 uses every core."},
       {"train.holdout.fraction", T::real, "0.2", {}, 0, 0.9, "Fraction of units kept out of training for evaluation."},
@@ -69,7 +184,13 @@ std::vector<Param> make_params() {
       // predict
       {"predict.quantiles", T::real_list, "[0.025, 0.975]", {}, 0, 1, "Quantile levels of the intensity maps."},
       {"predict.exceedance", T::real_list, "[]", {}, -kInf, kInf, "Thresholds t of P(intensity > t) maps."},
-      {"predict.samples", T::integer, "500", {}, 10, 1000000, "Posterior samples for each unit's predicted-total interval."},
+      {"predict.samples",
+       T::integer,
+       "500",
+       {},
+       10,
+       1000000,
+       "Posterior samples for each unit's predicted-total interval."},
       // output
       {"output.dir", T::path, "out", {}, -kInf, kInf, "Output folder."},
   };
@@ -90,14 +211,22 @@ const Param* find_param(const std::string& key) {
 
 std::string type_name(ParamType t) {
   switch (t) {
-    case T::text: return "text";
-    case T::path: return "path";
-    case T::integer: return "integer";
-    case T::real: return "number";
-    case T::boolean: return "true/false";
-    case T::choice: return "choice";
-    case T::real_list: return "list of numbers";
-    case T::layer_list: return "list of layers";
+    case T::text:
+      return "text";
+    case T::path:
+      return "path";
+    case T::integer:
+      return "integer";
+    case T::real:
+      return "number";
+    case T::boolean:
+      return "true/false";
+    case T::choice:
+      return "choice";
+    case T::real_list:
+      return "list of numbers";
+    case T::layer_list:
+      return "list of layers";
   }
   return "?";
 }
@@ -122,7 +251,8 @@ std::string configuration_markdown() {
       allowed = range.str();
     }
     s << "| `" << p.key << "` | " << type_name(p.type) << " | "
-      << (p.default_yaml.empty() ? "*required*" : "`" + p.default_yaml + "`") << " | " << allowed << " | " << p.help << " |\n";
+      << (p.default_yaml.empty() ? "*required*" : "`" + p.default_yaml + "`") << " | " << allowed << " | " << p.help
+      << " |\n";
   }
   return s.str();
 }

@@ -10,7 +10,7 @@ namespace vbagg::cli {
 enum class ParamType { text, path, integer, real, boolean, choice, real_list, layer_list };
 
 struct Param {
-  std::string key;                   // dotted path, e.g. "model.link"
+  std::string key;  // dotted path, e.g. "model.link"
   ParamType type;
   std::string default_yaml;          // default as YAML text ("" = no default: must be given)
   std::vector<std::string> choices;  // for choice

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <sstream>
+#include <unordered_map>
 
 #include "app.hpp"
 #include "core/predict.hpp"
@@ -29,8 +30,11 @@ std::string level_name(double v) {
   return s.str();
 }
 
+enum class Quantity { mean, cases, latent_mean, sd, quantile, latent_sd, exceedance };
+
 struct Output {
-  std::string file, description, unit;
+  Quantity what;
+  size_t index;  // which quantile or threshold
   std::unique_ptr<io::RasterWriter> writer;
   std::vector<float> strip;
 };
@@ -50,25 +54,24 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
   const Dataset& d = built.dataset;
   std::vector<Index> all(static_cast<size_t>(d.num_bags()));
   for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  const Vector totals = predicted_bag_totals(m.file.model, d, all, threads);
+  const Vector totals = unit_totals(m, d, all, threads);
+  const Vector bag_weight = d.bag_weights();
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
   std::ostringstream s;
   s.precision(10);
-  s << "unit,split,observed,predicted,lower_" << level_name(lo) << ",upper_" << level_name(hi) << ",population,pixels\n";
-  // Units of another source (a new area) are "new" even when their ids repeat the training ids.
-  std::string trained_units;
-  if (const YAML::Node u = m.file.config["data"]["units"]; u && u["path"]) trained_units = u["path"].as<std::string>();
-  const bool same_units = fs::weakly_canonical(m.config.path("data.units.path")) == fs::weakly_canonical(trained_units);
+  s << "unit,split,observed,predicted,lower_" << level_name(lo) << ",upper_" << level_name(hi)
+    << ",population,pixels\n";
   const std::vector<std::string> none;
-  const std::vector<std::string>& train = same_units ? m.file.train_units : none;
-  const std::vector<std::string>& holdout = same_units ? m.file.holdout_units : none;
+  const std::vector<std::string>& train = m.same_units ? m.file.train_units : none;
+  const std::vector<std::string>& holdout = m.same_units ? m.file.holdout_units : none;
   for (Index a = 0; a < d.num_bags(); ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
-    const Index b = d.bag_begin(a), n = d.bag_size(a);
-    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-    Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, 1000 + static_cast<unsigned long long>(a));
+    const Index n = d.bag_size(a);
+    Vector draws = unit_draws(m, d, a, samples, 1000 + static_cast<unsigned long long>(a));
     std::sort(draws.data(), draws.data() + draws.size());
-    auto q = [&](double p) { return draws[std::min<Index>(draws.size() - 1, static_cast<Index>(p * static_cast<double>(draws.size())))]; };
+    auto q = [&](double p) {
+      return draws[std::min<Index>(draws.size() - 1, static_cast<Index>(p * static_cast<double>(draws.size())))];
+    };
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
     std::string quoted = id;
@@ -77,8 +80,11 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
       for (char c : quoted) e += c == '"' ? std::string("\"\"") : std::string(1, c);
       quoted = "\"" + e + "\"";
     }
-    s << quoted << "," << (in_train ? "train" : in_holdout ? "holdout" : "new") << "," << d.response[a] << "," << totals[a] << ","
-      << q(lo) << "," << q(hi) << "," << w.sum() << "," << n << "\n";
+    s << quoted << ","
+      << (in_train     ? "train"
+          : in_holdout ? "holdout"
+                       : "new")
+      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << "," << n << "\n";
   }
   io::write_text_atomic(path, s.str());
 }
@@ -86,11 +92,12 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
 }  // namespace
 
 int predict_main(int argc, char** argv) {
-  CLI::App app("Predicts pixel-level intensity with its uncertainty over the whole reference grid from a fitted model, "
-               "writing one single-band GeoTIFF per quantity (intensity_mean, intensity_sd, intensity_q<level>, "
-               "cases_mean, latent_mean, latent_sd, exceedance_<t>) and units.csv with observed and predicted totals. "
-               "With --config it predicts for another area or year from rasters with the same covariate names.",
-               "vbagg-predict");
+  CLI::App app(
+      "Predicts pixel-level intensity with its uncertainty over the whole reference grid from a fitted model, "
+      "writing one single-band GeoTIFF per quantity (intensity_mean, intensity_sd, intensity_q<level>, "
+      "cases_mean, latent_mean, latent_sd, exceedance_<t>) and units.csv with observed and predicted totals. "
+      "With --config it predicts for another area or year from rasters with the same covariate names.",
+      "vbagg-predict");
   std::string model_path, config_path, out, format = "GTiff";
   std::vector<std::string> sets, creation;
   std::vector<double> quantiles, exceedance;
@@ -100,7 +107,8 @@ int predict_main(int argc, char** argv) {
   app.add_option("--config", config_path, "Run configuration for a new area or year (default: the model's own)");
   app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
   app.add_option("--out", out, "Output folder for the maps and units.csv")->required();
-  app.add_option("--quantiles", quantiles, "Quantile levels of the intensity maps, comma-separated (default: predict.quantiles, 0.025,0.975)")
+  app.add_option("--quantiles", quantiles,
+                 "Quantile levels of the intensity maps, comma-separated (default: predict.quantiles, 0.025,0.975)")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--exceedance", exceedance, "Threshold t for a map of P(intensity > t) (repeatable)");
@@ -141,33 +149,70 @@ int predict_main(int argc, char** argv) {
     const auto band_names = covariate_band_names(data);
     const auto sources = match_covariates(m.file.covariates, band_names, m.config.source());
     std::vector<std::unique_ptr<io::AlignedLayer>> layers;
-    for (const auto& l : data.covariates) layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, grid, grid_path));
+    for (const auto& l : data.covariates)
+      layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, grid, grid_path));
     std::unique_ptr<io::AlignedLayer> population;
     if (!data.population.path.empty())
-      population = std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, grid, grid_path);
+      population =
+          std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, grid, grid_path);
     const io::CoordinateMapper coords(grid);
     if (m.file.coordinates && coords.count() != m.file.coordinates)
-      throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" + grid_path +
-                      "' gives " + std::to_string(coords.count()));
+      throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" +
+                      grid_path + "' gives " + std::to_string(coords.count()));
 
+    // Point estimates (nystrom, constant) have no posterior: only their means are written, and
+    // the maps say so in their metadata rather than carrying made-up uncertainty.
+    const bool posterior = has_uncertainty(m);
+    if (!posterior && (app.count("--quantiles") || app.count("--exceedance")))
+      spdlog::warn("the {} model is a point estimate: no sd, quantile, exceedance or latent sd maps are written",
+                   m.file.kind);
     std::vector<Output> outs;
-    auto add = [&](const std::string& file, const std::string& desc, const std::string& unit) {
-      outs.push_back({file, desc, unit, std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt), {}});
+    auto add = [&](Quantity what, size_t index, const std::string& file, const std::string& desc,
+                   const std::string& unit) {
+      auto writer = std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt);
+      writer->set_metadata("VBAGG_MODEL_KIND", m.file.kind);
+      if (!posterior)
+        writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + m.file.kind + " model is a point estimate");
+      outs.push_back({what, index, std::move(writer), {}});
     };
     const std::string iu = intensity_unit(model), lu = latent_unit(model);
-    add("intensity_mean.tif", "posterior mean of the intensity", iu);
-    add("intensity_sd.tif", "posterior standard deviation of the intensity", iu);
-    for (double q : quantiles) add("intensity_q" + level_name(q) + ".tif", "posterior " + level_name(q) + " quantile of the intensity", iu);
-    if (population) add("cases_mean.tif", "expected cases: population x posterior mean intensity", "cases");
-    add("latent_mean.tif", "posterior mean of the latent GP f", lu);
-    add("latent_sd.tif", "posterior standard deviation of the latent GP f", lu);
-    for (double t : exceedance) add("exceedance_" + level_name(t) + ".tif", "P(intensity > " + level_name(t) + ")", "probability");
+    const std::string est = posterior ? "posterior mean" : "point estimate";
+    add(Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu);
+    if (population)
+      add(Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity", "cases");
+    if (m.file.kind != "constant") add(Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu);
+    if (posterior) {
+      add(Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu);
+      for (size_t k = 0; k < quantiles.size(); ++k)
+        add(Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
+            "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu);
+      add(Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu);
+      for (size_t k = 0; k < exceedance.size(); ++k)
+        add(Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
+            "P(intensity > " + level_name(exceedance[k]) + ")", "probability");
+    }
+    // constant: the rate of the unit holding each pixel (the one covering most of it).
+    std::unordered_map<std::int64_t, std::pair<double, double>> cell_rate;  // cell -> (coverage, rate)
+    if (m.file.kind == "constant" && !data.units.path.empty()) {
+      const io::BuiltData built = model_dataset(m);
+      const Dataset& d = built.dataset;
+      for (Index a = 0; a < d.num_bags(); ++a) {
+        const double rate = constant_rate(m, d.bag_ids[static_cast<size_t>(a)]);
+        for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+          auto& slot = cell_rate[built.cell[static_cast<size_t>(i)]];
+          if (d.coverage[i] > slot.first) slot = {d.coverage[i], rate};
+        }
+      }
+    }
 
     PredictOptions po;
-    po.quantiles = quantiles;
-    po.exceedance = exceedance;
+    if (posterior) {
+      po.quantiles = quantiles;
+      po.exceedance = exceedance;
+    }
     po.threads = nthreads;
-    const Index D = model.num_inputs(), Dc = static_cast<Index>(m.file.covariates.size());
+    const Index D = m.file.kind == "constant" ? 0 : model.num_inputs();
+    const Index Dc = static_cast<Index>(m.file.covariates.size());
     const int strip_rows = 256;
     Progress progress("predicting", grid.height, !quiet);
     std::vector<std::vector<double>> values(sources.size());
@@ -176,7 +221,8 @@ int predict_main(int argc, char** argv) {
     for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
       const int rows = std::min(strip_rows, grid.height - row0);
       const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
-      for (size_t k = 0; k < sources.size(); ++k) layers[sources[k].layer]->read(sources[k].band, 0, row0, grid.width, rows, values[k]);
+      for (size_t k = 0; k < sources.size(); ++k)
+        layers[sources[k].layer]->read(sources[k].band, 0, row0, grid.width, rows, values[k]);
       if (population) population->read(1, 0, row0, grid.width, rows, pop);
       std::vector<Index> valid;
       for (size_t i = 0; i < n; ++i) {
@@ -184,28 +230,44 @@ int predict_main(int argc, char** argv) {
         for (size_t k = 0; ok && k < sources.size(); ++k) ok = std::isfinite(values[k][i]);
         if (ok) valid.push_back(static_cast<Index>(i));
       }
-      Matrix X(D, static_cast<Index>(valid.size()));
-      for (size_t j = 0; j < valid.size(); ++j) {
-        const size_t i = static_cast<size_t>(valid[j]);
-        for (Index k = 0; k < Dc; ++k) X(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
-        if (m.file.coordinates)
-          coords(static_cast<int>(i % static_cast<size_t>(grid.width)), row0 + static_cast<int>(i / static_cast<size_t>(grid.width)),
-                 X.col(static_cast<Index>(j)).data() + Dc);
+      Prediction p;
+      if (m.file.kind == "constant") {
+        p.mean.resize(static_cast<Index>(valid.size()));
+        for (size_t j = 0; j < valid.size(); ++j) {
+          const auto it = cell_rate.find(static_cast<std::int64_t>(row0) * grid.width + valid[j]);
+          p.mean[static_cast<Index>(j)] = it != cell_rate.end() ? it->second.second : m.file.overall_rate;
+        }
+      } else {
+        Matrix X(D, static_cast<Index>(valid.size()));
+        for (size_t j = 0; j < valid.size(); ++j) {
+          const size_t i = static_cast<size_t>(valid[j]);
+          for (Index k = 0; k < Dc; ++k) X(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
+          if (m.file.coordinates)
+            coords(static_cast<int>(i % static_cast<size_t>(grid.width)),
+                   row0 + static_cast<int>(i / static_cast<size_t>(grid.width)),
+                   X.col(static_cast<Index>(j)).data() + Dc);
+        }
+        m.file.standardization.apply(X);
+        p = predict(model, X, po);
       }
-      m.file.standardization.apply(X);
-      const Prediction p = predict(model, X, po);
       for (auto& o : outs) o.strip.assign(n, NAN);
       for (size_t j = 0; j < valid.size(); ++j) {
         const size_t i = static_cast<size_t>(valid[j]);
         const Index J = static_cast<Index>(j);
-        size_t o = 0;
-        outs[o++].strip[i] = static_cast<float>(p.mean[J]);
-        outs[o++].strip[i] = static_cast<float>(p.sd[J]);
-        for (Index q = 0; q < p.quantiles.cols(); ++q) outs[o++].strip[i] = static_cast<float>(p.quantiles(J, q));
-        if (population) outs[o++].strip[i] = std::isfinite(pop[i]) ? static_cast<float>(pop[i] * p.mean[J]) : NAN;
-        outs[o++].strip[i] = static_cast<float>(p.latent_mean[J]);
-        outs[o++].strip[i] = static_cast<float>(std::sqrt(p.latent_var[J]));
-        for (Index e = 0; e < p.exceedance.cols(); ++e) outs[o++].strip[i] = static_cast<float>(p.exceedance(J, e));
+        for (auto& o : outs) {
+          const Index k = static_cast<Index>(o.index);
+          double v = NAN;
+          switch (o.what) {
+            case Quantity::mean: v = p.mean[J]; break;
+            case Quantity::cases: v = pop[i] * p.mean[J]; break;
+            case Quantity::latent_mean: v = p.latent_mean[J]; break;
+            case Quantity::sd: v = p.sd[J]; break;
+            case Quantity::quantile: v = p.quantiles(J, k); break;
+            case Quantity::latent_sd: v = std::sqrt(p.latent_var[J]); break;
+            case Quantity::exceedance: v = p.exceedance(J, k); break;
+          }
+          o.strip[i] = static_cast<float>(v);
+        }
       }
       for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
       predicted += static_cast<long long>(valid.size());
@@ -213,7 +275,8 @@ int predict_main(int argc, char** argv) {
     }
     progress.finish();
     for (auto& o : outs) o.writer->finish();
-    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(), out);
+    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
+                 out);
     if (!data.units.path.empty()) {
       write_units_csv(out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
                       static_cast<int>(m.config.integer("predict.samples")), nthreads);

@@ -41,9 +41,14 @@ struct Chart {
   cairo_t* cr;
   double x0, x1, y0, y1;
 
-  Chart(const std::string& title, const std::string& xlabel, const std::string& ylabel, double x0_, double x1_, double y0_,
-        double y1_)
-      : surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H)), cr(cairo_create(surface)), x0(x0_), x1(x1_), y0(y0_), y1(y1_) {
+  Chart(const std::string& title, const std::string& xlabel, const std::string& ylabel, double x0_, double x1_,
+        double y0_, double y1_)
+      : surface(cairo_image_surface_create(CAIRO_FORMAT_RGB24, W, H)),
+        cr(cairo_create(surface)),
+        x0(x0_),
+        x1(x1_),
+        y0(y0_),
+        y1(y1_) {
     cairo_set_source_rgb(cr, 1, 1, 1);
     cairo_paint(cr);
     cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
@@ -114,7 +119,8 @@ std::string calibration_plot(const Metrics& r) {
   for (double v = 0; v <= 1.001; v += 0.2) c.ytick(v, fmt(v, 2));
   cairo_set_source_rgb(c.cr, 0.6, 0.6, 0.6);
   c.line(0.4, 0.4, 1.0, 1.0);
-  auto series = [&](const std::vector<double>& cov, double red, double green, double blue, const std::string& name, double ly) {
+  auto series = [&](const std::vector<double>& cov, double red, double green, double blue, const std::string& name,
+                    double ly) {
     cairo_set_source_rgb(c.cr, red, green, blue);
     cairo_set_line_width(c.cr, 2);
     for (size_t l = 0; l + 1 < cov.size(); ++l) c.line(r.levels[l], cov[l], r.levels[l + 1], cov[l + 1]);
@@ -122,7 +128,7 @@ std::string calibration_plot(const Metrics& r) {
     c.text(name, c.px(0.43), c.py(ly), 0);
   };
   series(r.count_coverage, 0.12, 0.47, 0.71, "observed unit counts", 0.92);
-  if (r.has_truth) series(r.pixel_coverage, 0.85, 0.37, 0.01, "true pixel intensity", 0.85);
+  if (!r.pixel_coverage.empty()) series(r.pixel_coverage, 0.85, 0.37, 0.01, "true pixel intensity", 0.85);
   return c.png_base64();
 }
 
@@ -156,7 +162,8 @@ std::string map_png(const std::vector<float>& values, int w, int h, const std::s
     if (std::isfinite(v)) finite.push_back(v);
   if (finite.empty()) return "";
   std::sort(finite.begin(), finite.end());
-  const double lo = finite[finite.size() / 50], hi = std::max(static_cast<double>(finite[finite.size() * 49 / 50]), lo + 1e-12);
+  const double lo = finite[finite.size() / 50],
+               hi = std::max(static_cast<double>(finite[finite.size() * 49 / 50]), lo + 1e-12);
   GDALDriver* mem = GetGDALDriverManager()->GetDriverByName("MEM");
   io::DatasetPtr src(mem->Create("", w, h, 1, GDT_Float32, nullptr));
   std::vector<float> v(values);
@@ -172,11 +179,13 @@ std::string map_png(const std::vector<float>& values, int w, int h, const std::s
     colours << (lo + (hi - lo) * k / 4.0) << " " << stops[k][0] << " " << stops[k][1] << " " << stops[k][2] << "\n";
   colours << "nv 255 255 255 0\n";
   const std::string text = colours.str();
-  VSIFCloseL(VSIFileFromMemBuffer(ramp.c_str(), reinterpret_cast<GByte*>(const_cast<char*>(text.data())), text.size(), FALSE));
+  VSIFCloseL(
+      VSIFileFromMemBuffer(ramp.c_str(), reinterpret_cast<GByte*>(const_cast<char*>(text.data())), text.size(), FALSE));
   char* args[] = {const_cast<char*>("-of"), const_cast<char*>("PNG"), const_cast<char*>("-alpha"), nullptr};
   GDALDEMProcessingOptions* opts = GDALDEMProcessingOptionsNew(args, nullptr);
   const std::string png = "/vsimem/vbagg_map_" + name + ".png";
-  GDALDatasetH out = GDALDEMProcessing(png.c_str(), GDALDataset::ToHandle(src.get()), "color-relief", ramp.c_str(), opts, nullptr);
+  GDALDatasetH out =
+      GDALDEMProcessing(png.c_str(), GDALDataset::ToHandle(src.get()), "color-relief", ramp.c_str(), opts, nullptr);
   GDALDEMProcessingOptionsFree(opts);
   VSIUnlink(ramp.c_str());
   if (!out) return "";
@@ -190,7 +199,8 @@ std::string map_png(const std::vector<float>& values, int w, int h, const std::s
 
 }  // namespace
 
-void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r, int threads) {
+void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r,
+                  int threads) {
   // Quick-look maps over every unit pixel, subsampled to at most ~600 pixels across.
   const io::Grid& g = built.grid;
   const int stride = std::max(1, (std::max(g.width, g.height) + 599) / 600);
@@ -203,37 +213,38 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
     pick.push_back(static_cast<Index>(i));
     where.push_back(static_cast<size_t>(row / stride) * w + static_cast<size_t>(col / stride));
   }
-  Matrix X(built.dataset.num_inputs(), static_cast<Index>(pick.size()));
-  for (size_t j = 0; j < pick.size(); ++j) X.col(static_cast<Index>(j)) = built.dataset.inputs.col(pick[j]);
   PredictOptions po;
   po.threads = threads;
-  const Prediction p = predict(m.file.model, X, po);
+  const Prediction p = predict_dataset_pixels(m, built, pick, po);
   std::vector<float> mean(static_cast<size_t>(w) * h, NAN), sd = mean;
   for (size_t j = 0; j < pick.size(); ++j) {
     mean[where[j]] = static_cast<float>(p.mean[static_cast<Index>(j)]);
     sd[where[j]] = static_cast<float>(p.sd[static_cast<Index>(j)]);
   }
-  const std::string mean_png = map_png(mean, w, h, "mean"), sd_png = map_png(sd, w, h, "sd");
+  const std::string mean_png = map_png(mean, w, h, "mean");
+  const std::string sd_png = has_uncertainty(m) ? map_png(sd, w, h, "sd") : "";
 
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vbagg evaluation</title>\n"
        << "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
        << "pre{background:#f4f4f4;padding:1em}figure{display:inline-block;margin:0 1em 1em 0}"
        << "img{border:1px solid #ccc;image-rendering:pixelated}</style></head><body>\n"
-       << "<h1>vbagg evaluation</h1>\n<p>Model: " << to_string(m.file.model.spec.likelihood) << " likelihood, "
+       << "<h1>vbagg evaluation</h1>\n<p>Model: " << m.file.kind << "; " << to_string(m.file.model.spec.likelihood) << " likelihood, "
        << to_string(m.file.model.spec.link) << " link, " << m.file.model.num_inducing() << " inducing points; "
        << m.file.training.epochs << " epochs (" << m.file.training.stop_reason << ").</p>\n"
        << "<h2>Metrics</h2>\n<pre>" << metrics_table(r) << "</pre>\n<h2>Plots</h2>\n"
        << "<figure><img alt=\"calibration\" src=\"data:image/png;base64," << calibration_plot(r) << "\"></figure>\n"
        << "<figure><img alt=\"observed vs predicted\" src=\"data:image/png;base64," << observed_vs_predicted_plot(r)
-       << "\"></figure>\n<h2>Quick-look maps</h2>\n<p>Every unit pixel" << (stride > 1 ? ", one in " + std::to_string(stride) + " along each axis" : "")
-       << "; colours from the 2nd to the 98th percentile (dark: low, yellow: high). Full-resolution maps come from vbagg-predict.</p>\n";
+       << "\"></figure>\n<h2>Quick-look maps</h2>\n<p>Every unit pixel"
+       << (stride > 1 ? ", one in " + std::to_string(stride) + " along each axis" : "")
+       << "; colours from the 2nd to the 98th percentile (dark: low, yellow: high). Full-resolution maps come from "
+          "vbagg-predict.</p>\n";
   if (!mean_png.empty())
-    html << "<figure><img alt=\"intensity mean\" width=\"" << std::max(w, 400) << "\" src=\"data:image/png;base64," << mean_png
-         << "\"><figcaption>posterior mean intensity</figcaption></figure>\n";
+    html << "<figure><img alt=\"intensity mean\" width=\"" << std::max(w, 400) << "\" src=\"data:image/png;base64,"
+         << mean_png << "\"><figcaption>posterior mean intensity</figcaption></figure>\n";
   if (!sd_png.empty())
-    html << "<figure><img alt=\"intensity sd\" width=\"" << std::max(w, 400) << "\" src=\"data:image/png;base64," << sd_png
-         << "\"><figcaption>posterior sd of the intensity</figcaption></figure>\n";
+    html << "<figure><img alt=\"intensity sd\" width=\"" << std::max(w, 400) << "\" src=\"data:image/png;base64,"
+         << sd_png << "\"><figcaption>posterior sd of the intensity</figcaption></figure>\n";
   html << "</body></html>\n";
   io::write_text_atomic(path, html.str());
 }

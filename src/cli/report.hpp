@@ -8,6 +8,7 @@
 
 namespace vbagg::cli {
 
-void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r, int threads);
+void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r,
+                  int threads);
 
 }  // namespace vbagg::cli

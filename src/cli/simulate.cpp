@@ -69,7 +69,8 @@ void write_units(const std::string& path, const io::Grid& grid, const Country& c
   OGRLayer* poly = tmp->CreateLayer("poly", &srs, wkbPolygon, nullptr);
   OGRFieldDefn index("unit", OFTInteger);
   poly->CreateField(&index);
-  if (GDALPolygonize(raster->GetRasterBand(1), nullptr, OGRLayer::ToHandle(poly), 0, nullptr, nullptr, nullptr) != CE_None)
+  if (GDALPolygonize(raster->GetRasterBand(1), nullptr, OGRLayer::ToHandle(poly), 0, nullptr, nullptr, nullptr) !=
+      CE_None)
     throw DataError("cannot polygonize the synthetic units: " + io::gdal_error());
   std::vector<OGRMultiPolygon> parts(static_cast<size_t>(c.counts.size()));
   poly->ResetReading();
@@ -118,8 +119,8 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
   write_field(dir + "/truth_intensity.tif", grid, c.intensity, "true intensity", "cases per person");
   write_units(dir + "/units.gpkg", grid, c);
   io::write_text_atomic(dir + "/data.yaml", country_config(c));
-  spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}", o.width,
-               o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
+  spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}",
+               o.width, o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
 }
 
 void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
@@ -146,10 +147,11 @@ void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
 }  // namespace
 
 int simulate_main(int argc, char** argv) {
-  CLI::App app("Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs, a units "
-               "GeoPackage with case counts, truth_intensity.tif and a data.yaml to train on) or the swiss-roll "
-               "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
-               "vbagg-simulate");
+  CLI::App app(
+      "Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs, a units "
+      "GeoPackage with case counts, truth_intensity.tif and a data.yaml to train on) or the swiss-roll "
+      "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
+      "vbagg-simulate");
   std::string kind, out, size = "160x120";
   unsigned long long seed = 1;
   int units = 60, covariates = 4, bags = 100;
@@ -159,8 +161,12 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--out", out, "Output folder (created if missing)")->required();
   app.add_option("--seed", seed, "Random seed")->capture_default_str();
   app.add_option("--size", size, "country: grid size WIDTHxHEIGHT in pixels")->capture_default_str();
-  app.add_option("--units", units, "country: number of administrative units")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--covariates", covariates, "country: number of covariate rasters")->capture_default_str()->check(CLI::Range(1, 20));
+  app.add_option("--units", units, "country: number of administrative units")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--covariates", covariates, "country: number of covariate rasters")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 20));
   app.add_option("--bags", bags, "swissroll: number of bags")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--bag-mean", bag_mean, "swissroll: mean bag size")->capture_default_str();
   app.add_option("--bag-sd", bag_sd, "swissroll: standard deviation of the bag size")->capture_default_str();

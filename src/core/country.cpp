@@ -35,7 +35,8 @@ Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
 
 Country make_country(const CountryOptions& o) {
   if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
-    throw ConfigError("synthetic country: need a grid of at least 4 x 4, at least one covariate, and 1 to (pixels / 4) units");
+    throw ConfigError(
+        "synthetic country: need a grid of at least 4 x 4, at least one covariate, and 1 to (pixels / 4) units");
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> normal;
   std::uniform_real_distribution<double> unif(0, 1);
@@ -60,7 +61,8 @@ Country make_country(const CountryOptions& o) {
     const double tx = unif(rng) * o.width, ty = unif(rng) * o.height, r = extent * (0.02 + 0.03 * unif(rng));
     for (int y = 0; y < o.height; ++y)
       for (int x = 0; x < o.width; ++x)
-        logpop[static_cast<Index>(y) * o.width + x] += 2.5 * std::exp(-((x - tx) * (x - tx) + (y - ty) * (y - ty)) / (2 * r * r));
+        logpop[static_cast<Index>(y) * o.width + x] +=
+            2.5 * std::exp(-((x - tx) * (x - tx) + (y - ty) * (y - ty)) / (2 * r * r));
   }
   c.population = logpop.array().exp();
   // log lambda = beta0 + beta' x + g(s): about 5 % incidence on average.
@@ -108,7 +110,8 @@ Country make_country(const CountryOptions& o) {
       c.unit_of_pixel[static_cast<size_t>(i)] = best;
       rate[best] += c.population[i] * c.intensity[i];
     }
-  for (int u = 0; u < o.units; ++u) c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u])(rng));
+  for (int u = 0; u < o.units; ++u)
+    c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u])(rng));
   return c;
 }
 

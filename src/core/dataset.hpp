@@ -12,11 +12,11 @@ namespace vbagg {
 // A pixel that straddles a unit border appears once in each unit it overlaps, with its share of
 // area in `coverage`.
 struct Dataset {
-  Matrix inputs;                // D x N, one column per pixel (standardised covariates, coordinates)
-  Vector population;            // N, weight p_i >= 0 (population, or 1 for unweighted problems)
-  Vector coverage;              // N, fraction c_i in (0, 1] of the pixel inside its bag
-  std::vector<Index> offsets;   // n + 1, offsets[0] = 0, offsets[n] = N
-  Vector response;              // n, bag observation y_a
+  Matrix inputs;                         // D x N, one column per pixel (standardised covariates, coordinates)
+  Vector population;                     // N, weight p_i >= 0 (population, or 1 for unweighted problems)
+  Vector coverage;                       // N, fraction c_i in (0, 1] of the pixel inside its bag
+  std::vector<Index> offsets;            // n + 1, offsets[0] = 0, offsets[n] = N
+  Vector response;                       // n, bag observation y_a
   std::vector<std::string> input_names;  // D (optional; empty means unnamed)
   std::vector<std::string> bag_ids;      // n (optional)
 

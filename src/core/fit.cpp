@@ -84,7 +84,9 @@ struct HoldoutTracker {
     }
     return nll;
   }
-  bool exhausted(int epoch) const { return options.patience > 0 && !bags.empty() && epoch - best_epoch >= options.patience; }
+  bool exhausted(int epoch) const {
+    return options.patience > 0 && !bags.empty() && epoch - best_epoch >= options.patience;
+  }
   void restore(Model& model) const {
     if (best_theta.size()) {
       model.unpack(best_theta);
@@ -118,7 +120,8 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   Vector last_good = theta;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     // Fisher-Yates with the project's own RNG draws, identical on every standard library.
-    for (Index i = n - 1; i > 0; --i) std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
+    for (Index i = n - 1; i > 0; --i)
+      std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
     double sum = 0;
     int batches = 0;
     for (Index start = 0; start < n; start += batch) {

@@ -11,7 +11,7 @@
 namespace vbagg {
 
 struct InitOptions {
-  Index inducing = 200;          // M (capped at the number of distinct training inputs)
+  Index inducing = 200;  // M (capped at the number of distinct training inputs)
   double jitter = 1e-6;
   unsigned long long seed = 1;
 };
@@ -25,11 +25,11 @@ Optimizer parse_optimizer(const std::string& s);
 std::string to_string(Optimizer o);
 
 struct EpochInfo {
-  int epoch = 0;            // 1-based; for L-BFGS one full-batch evaluation
-  double elbo = 0;          // mean over the epoch's minibatches of the scaled ELBO estimate
-  double holdout_nll = NAN; // mean predictive NLL of the held-out bags (NaN without them)
+  int epoch = 0;             // 1-based; for L-BFGS one full-batch evaluation
+  double elbo = 0;           // mean over the epoch's minibatches of the scaled ELBO estimate
+  double holdout_nll = NAN;  // mean predictive NLL of the held-out bags (NaN without them)
   double learning_rate = 0;
-  double seconds = 0;       // since the start of the fit
+  double seconds = 0;  // since the start of the fit
 };
 
 struct FitOptions {
@@ -37,8 +37,8 @@ struct FitOptions {
   double learning_rate = 0.01;
   int epochs = 300;
   Index batch_bags = 16;
-  double tolerance = 0;      // stop when |relative change| of the epoch ELBO stays below it (0: off)
-  int patience = 0;          // early stopping: epochs without holdout improvement (0: off)
+  double tolerance = 0;  // stop when |relative change| of the epoch ELBO stays below it (0: off)
+  int patience = 0;      // early stopping: epochs without holdout improvement (0: off)
   int lbfgs_memory = 10;
   unsigned long long seed = 1;
   int threads = 1;
@@ -48,11 +48,11 @@ struct FitOptions {
 
 struct FitResult {
   int epochs = 0;
-  std::string stop_reason;   // "max_epochs", "converged", "early_stopping", "callback", "line_search"
-  double elbo = 0;           // final epoch's ELBO estimate
+  std::string stop_reason;  // "max_epochs", "converged", "early_stopping", "callback", "line_search"
+  double elbo = 0;          // final epoch's ELBO estimate
   double best_holdout_nll = NAN;
   int best_epoch = 0;
-  int recovered_steps = 0;   // steps rolled back after a non-finite objective
+  int recovered_steps = 0;  // steps rolled back after a non-finite objective
 };
 
 // Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,

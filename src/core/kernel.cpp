@@ -70,11 +70,16 @@ KernelType parse_kernel_type(const std::string& name) {
 
 std::string to_string(KernelType type) {
   switch (type) {
-    case KernelType::rbf: return "rbf";
-    case KernelType::ard: return "ard";
-    case KernelType::matern12: return "matern12";
-    case KernelType::matern32: return "matern32";
-    case KernelType::matern52: return "matern52";
+    case KernelType::rbf:
+      return "rbf";
+    case KernelType::ard:
+      return "ard";
+    case KernelType::matern12:
+      return "matern12";
+    case KernelType::matern32:
+      return "matern32";
+    case KernelType::matern52:
+      return "matern52";
   }
   return "?";
 }
@@ -205,7 +210,8 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
   };
   if (covariates != "none" && covariates != "ard" && covariates != "rbf" && covariates != "matern12" &&
       covariates != "matern32" && covariates != "matern52")
-    throw ConfigError("unknown covariate kernel '" + covariates + "' (allowed: ard, rbf, matern12, matern32, matern52, none)");
+    throw ConfigError("unknown covariate kernel '" + covariates +
+                      "' (allowed: ard, rbf, matern12, matern32, matern52, none)");
   if (space != "none" && space != "rbf" && space != "matern12" && space != "matern32" && space != "matern52")
     throw ConfigError("unknown space kernel '" + space + "' (allowed: matern12, matern32, matern52, rbf, none)");
   add(covariates, 0, num_covariates, "covariates");
@@ -226,7 +232,8 @@ void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned
     dist.reserve(sample * (sample - 1) / 2);
     for (Index a = 0; a < sample; ++a)
       for (Index b = a + 1; b < sample; ++b)
-        dist.push_back((inputs.col(idx[a]).segment(p.begin, p.dim) - inputs.col(idx[b]).segment(p.begin, p.dim)).norm());
+        dist.push_back(
+            (inputs.col(idx[a]).segment(p.begin, p.dim) - inputs.col(idx[b]).segment(p.begin, p.dim)).norm());
     double median = 1.0;
     if (!dist.empty()) {
       std::nth_element(dist.begin(), dist.begin() + dist.size() / 2, dist.end());

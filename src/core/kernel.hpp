@@ -40,7 +40,7 @@ class Kernel {
   const std::vector<KernelPart>& parts() const { return parts_; }
   std::vector<KernelPart>& parts() { return parts_; }
   Index num_params() const;
-  Vector params() const;                 // [log sigma^2, log lengthscales...] per part
+  Vector params() const;  // [log sigma^2, log lengthscales...] per part
   void set_params(const Vector& theta);
   std::vector<std::string> param_names() const;
 
@@ -53,8 +53,8 @@ class Kernel {
   void cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* cache = nullptr) const;
   // Given G = dL/dK for K = k(X1, X2) computed with `cache`, adds dL/dtheta to grad_theta and,
   // when grad_X1 is non-null, dL/dX1 (D x n1) to *grad_X1.
-  void cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G, const KernelCache& cache,
-                      Vector& grad_theta, Matrix* grad_X1) const;
+  void cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G, const KernelCache& cache, Vector& grad_theta,
+                      Matrix* grad_X1) const;
 
  private:
   std::vector<KernelPart> parts_;

@@ -51,9 +51,9 @@ double poisson_square(CovarianceMode mode, const BagPosterior& b, BagGradient* g
   const Vector u = p.cwiseProduct(b.m);
   const double E = (p.array() * (b.m.array().square() + b.s2.array())).sum();
   double q, t;
-  Vector Cu;          // exact: C u
-  Vector n, h, Tth;   // nystrom: n_i = |t_i|^2, h = T u, T^T h
-  Matrix G;           // nystrom: T P T^T
+  Vector Cu;         // exact: C u
+  Vector n, h, Tth;  // nystrom: n_i = |t_i|^2, h = T u, T^T h
+  Matrix G;          // nystrom: T P T^T
   if (mode == CovarianceMode::exact) {
     const Matrix& C = *b.C;
     Cu = C * u;
@@ -86,8 +86,7 @@ double poisson_square(CovarianceMode mode, const BagPosterior& b, BagGradient* g
       g->gs2 += dV * (2.0 * u.array().square() + 2.0 * p.array().square() * b.s2.array()).matrix();
       // dq/dT = 2 h u^T - 2 T diag(u^2); dt/dT = 4 G T P - 4 T diag(p^2 n)
       g->gT = dV * (2.0 * (2.0 * h * u.transpose() - 2.0 * T * u.array().square().matrix().asDiagonal()) +
-                    4.0 * G * T * p.asDiagonal() -
-                    4.0 * T * (p.array().square() * n.array()).matrix().asDiagonal());
+                    4.0 * G * T * p.asDiagonal() - 4.0 * T * (p.array().square() * n.array()).matrix().asDiagonal());
     }
   }
   return value;

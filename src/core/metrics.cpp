@@ -6,7 +6,8 @@ namespace vbagg {
 
 BagNll bag_poisson_nll(const Vector& y, const Vector& yhat) {
   BagNll r;
-  for (Index a = 0; a < y.size(); ++a) r.sum += yhat[a] - (y[a] > 0 ? y[a] * std::log(yhat[a]) : 0.0) + std::lgamma(y[a] + 1);
+  for (Index a = 0; a < y.size(); ++a)
+    r.sum += yhat[a] - (y[a] > 0 ? y[a] * std::log(yhat[a]) : 0.0) + std::lgamma(y[a] + 1);
   r.mean = y.size() ? r.sum / static_cast<double>(y.size()) : NAN;
   return r;
 }
@@ -23,7 +24,9 @@ double bag_log_mse(const Vector& y, const Vector& yhat) {
   return n ? s / static_cast<double>(n) : NAN;
 }
 
-double mean_squared_error(const Vector& a, const Vector& b) { return (a - b).squaredNorm() / static_cast<double>(a.size()); }
+double mean_squared_error(const Vector& a, const Vector& b) {
+  return (a - b).squaredNorm() / static_cast<double>(a.size());
+}
 
 double correlation(const Vector& a, const Vector& b) {
   const Vector da = a.array() - a.mean(), db = b.array() - b.mean();

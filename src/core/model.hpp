@@ -45,12 +45,12 @@ struct ModelSpec {
 struct Model {
   ModelSpec spec;
   Kernel kernel;
-  Matrix inducing;          // D x M inducing inputs W
-  Vector q_mean;            // m_v (M)
-  Matrix q_chol;            // L_v (M x M lower, positive diagonal)
-  double mean = 0.0;        // constant prior mean mu
-  double log_noise = 0.0;   // log tau of the Normal bag model
-  double jitter = 1e-6;     // relative jitter: K_WW + jitter * k(x,x) * I
+  Matrix inducing;         // D x M inducing inputs W
+  Vector q_mean;           // m_v (M)
+  Matrix q_chol;           // L_v (M x M lower, positive diagonal)
+  double mean = 0.0;       // constant prior mean mu
+  double log_noise = 0.0;  // log tau of the Normal bag model
+  double jitter = 1e-6;    // relative jitter: K_WW + jitter * k(x,x) * I
 
   Index num_inducing() const { return inducing.cols(); }
   Index num_inputs() const { return inducing.rows(); }
@@ -67,7 +67,7 @@ struct Model {
 // Gradient of a scalar with respect to the model's parameters, in the model's own shapes.
 struct ModelGradient {
   Vector q_mean;
-  Matrix q_chol;   // with respect to L_v entries (lower triangle)
+  Matrix q_chol;  // with respect to L_v entries (lower triangle)
   double mean = 0;
   Vector kernel;
   double log_noise = 0;
@@ -81,12 +81,12 @@ struct ModelGradient {
 
 // Quantities of q shared by every pixel, computed once per parameter value (O(M^3)).
 struct Posterior {
-  Matrix L;       // chol(K_WW + eps I)
-  Matrix Linv;    // L^{-1}
-  Vector alpha;   // L^{-T} m_v: mean m(x) = mu + k_W(x)^T alpha
-  Matrix B;       // L_v^T L^{-1}
-  Matrix Q;       // L^{-T}(I - S_v)L^{-1}: variance s^2(x) = k(x,x) - k_W(x)^T Q k_W(x)
-  double kdiag = 0;   // k(x, x)
+  Matrix L;                // chol(K_WW + eps I)
+  Matrix Linv;             // L^{-1}
+  Vector alpha;            // L^{-T} m_v: mean m(x) = mu + k_W(x)^T alpha
+  Matrix B;                // L_v^T L^{-1}
+  Matrix Q;                // L^{-T}(I - S_v)L^{-1}: variance s^2(x) = k(x,x) - k_W(x)^T Q k_W(x)
+  double kdiag = 0;        // k(x, x)
   double jitter_used = 0;  // relative jitter that made the Cholesky succeed
 };
 

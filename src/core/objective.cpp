@@ -67,8 +67,8 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
 // acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
 // recomputed otherwise, so memory stays bounded whatever the bag size.
-void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
-                 BagNeeds needs, bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale, BagNeeds needs,
+                 bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
   const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing();
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
@@ -92,7 +92,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     if (model.spec.map_estimate)
       s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
     else
-      s2.segment(off, len) = (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+      s2.segment(off, len) =
+          (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     if (needs == BagNeeds::nystrom) T.middleCols(off, len).noalias() = post.B * sb.K;
   }
   m.array() += model.mean;
@@ -188,8 +189,8 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
 
 }  // namespace
 
-ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale,
-                    Vector* grad, const ObjectiveOptions& options) {
+ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
+                    const ObjectiveOptions& options) {
   model.spec.validate();
   if (data.num_inputs() != model.num_inputs())
     throw DataError("the data have " + std::to_string(data.num_inputs()) + " inputs but the model expects " +
@@ -202,7 +203,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
 
   std::vector<Accumulator> acc;
   acc.reserve(slots);
-  for (int s = 0; s < slots; ++s) acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, with_grad && needs == BagNeeds::nystrom);
+  for (int s = 0; s < slots; ++s)
+    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, with_grad && needs == BagNeeds::nystrom);
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads.
   std::vector<std::exception_ptr> errors(slots);
@@ -210,7 +212,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
 #pragma omp parallel for schedule(static, 1) num_threads(std::max(1, options.threads))
   for (int s = 0; s < slots; ++s) {
     try {
-      for (size_t k = s; k < bags.size(); k += slots) 
+      for (size_t k = s; k < bags.size(); k += slots)
         process_bag(model, post, data, bags[k], scale, needs, with_grad, options, workspaces[s], acc[s]);
     } catch (...) {
       errors[s] = std::current_exception();

@@ -21,16 +21,16 @@ struct ObjectiveOptions {
 };
 
 struct ObjectiveValue {
-  double elbo = 0;        // scale * sum_a l_a - KL
-  double data_term = 0;   // sum_a l_a over the given bags (unscaled)
+  double elbo = 0;       // scale * sum_a l_a - KL
+  double data_term = 0;  // sum_a l_a over the given bags (unscaled)
   double kl = 0;
   double jitter_used = 0;
 };
 
 // ELBO estimate from the given bags: (scale) * sum_{a in bags} l_a - KL, where scale is
 // n / |bags| for a minibatch and 1 for the full data. Gradient w.r.t. Model::pack() into *grad.
-ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale,
-                    Vector* grad, const ObjectiveOptions& options = {});
+ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
+                    const ObjectiveOptions& options = {});
 
 // All bags of the dataset, scale 1.
 ObjectiveValue elbo(const Model& model, const Dataset& data, Vector* grad, const ObjectiveOptions& options = {});

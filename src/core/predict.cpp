@@ -29,18 +29,24 @@ double square_cdf(double m, double s, double t) {
 
 double intensity_mean(Link link, double m, double s2) {
   switch (link) {
-    case Link::exp: return std::exp(m + 0.5 * s2);
-    case Link::square: return m * m + s2;
-    case Link::identity: return m;
+    case Link::exp:
+      return std::exp(m + 0.5 * s2);
+    case Link::square:
+      return m * m + s2;
+    case Link::identity:
+      return m;
   }
   return NAN;
 }
 
 double intensity_variance(Link link, double m, double s2) {
   switch (link) {
-    case Link::exp: return std::expm1(s2) * std::exp(2 * m + s2);
-    case Link::square: return 2 * s2 * s2 + 4 * m * m * s2;
-    case Link::identity: return s2;
+    case Link::exp:
+      return std::expm1(s2) * std::exp(2 * m + s2);
+    case Link::square:
+      return 2 * s2 * s2 + 4 * m * m * s2;
+    case Link::identity:
+      return s2;
   }
   return NAN;
 }
@@ -49,8 +55,10 @@ double intensity_quantile(Link link, double m, double s2, double q) {
   check_level(q);
   const double s = std::sqrt(s2);
   switch (link) {
-    case Link::exp: return std::exp(m + s * Phi_inv(q));
-    case Link::identity: return m + s * Phi_inv(q);
+    case Link::exp:
+      return std::exp(m + s * Phi_inv(q));
+    case Link::identity:
+      return m + s * Phi_inv(q);
     case Link::square: {
       if (s == 0) return m * m;
       // F is continuous and increasing on [0, (|m| + 9s)^2]; TOMS 748 brackets the root.
@@ -116,7 +124,8 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
     const double m = p.latent_mean[i], s2 = p.latent_var[i];
     p.mean[i] = intensity_mean(link, m, s2);
     p.sd[i] = std::sqrt(intensity_variance(link, m, s2));
-    for (size_t k = 0; k < o.quantiles.size(); ++k) p.quantiles(i, static_cast<Index>(k)) = intensity_quantile(link, m, s2, o.quantiles[k]);
+    for (size_t k = 0; k < o.quantiles.size(); ++k)
+      p.quantiles(i, static_cast<Index>(k)) = intensity_quantile(link, m, s2, o.quantiles[k]);
     for (size_t k = 0; k < o.exceedance.size(); ++k)
       p.exceedance(i, static_cast<Index>(k)) = intensity_exceedance(link, m, s2, o.exceedance[k]);
   }
@@ -189,7 +198,8 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
         Vector wk = w.segment(pos, n);
         if (model.spec.aggregation == Aggregation::mean) wk /= wk.sum();
         const double mu = wk.dot(m.segment(pos, n));
-        const double var = std::exp(model.log_noise) * wk.squaredNorm() + wk.array().square().matrix().dot(v.segment(pos, n));
+        const double var =
+            std::exp(model.log_noise) * wk.squaredNorm() + wk.array().square().matrix().dot(v.segment(pos, n));
         const double e = y[static_cast<Index>(k)] - mu;
         nll += 0.5 * (std::log(2 * M_PI * var) + e * e / var);
         pos += n;
@@ -206,18 +216,21 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 
 namespace vbagg {
 
-Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples, unsigned long long seed) {
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
+                            unsigned long long seed) {
   const Posterior post = compute_posterior(model);
   Matrix K;
   model.kernel.cross(model.inducing, X, K);
   const Index n = X.cols(), M = model.num_inducing();
   Vector m = K.transpose() * post.alpha;
   m.array() += model.mean;
-  const Vector s2 = (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+  const Vector s2 =
+      (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
   const Matrix T = post.B * K;
   // A MAP estimate has no latent uncertainty: only the observation noise remains.
-  const Vector resid_sd = model.spec.map_estimate ? Vector::Zero(n)
-                                                  : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
+  const Vector resid_sd = model.spec.map_estimate
+                              ? Vector::Zero(n)
+                              : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
   Vector w = w_in;
   if (model.spec.likelihood == LikelihoodKind::normal && model.spec.aggregation == Aggregation::mean) w /= w.sum();
   std::mt19937_64 rng(seed);

@@ -14,17 +14,17 @@ double intensity_quantile(Link link, double m, double s2, double q);
 double intensity_exceedance(Link link, double m, double s2, double threshold);  // P(lambda > t)
 
 struct PredictOptions {
-  std::vector<double> quantiles;    // levels in (0, 1)
-  std::vector<double> exceedance;   // thresholds t
+  std::vector<double> quantiles;   // levels in (0, 1)
+  std::vector<double> exceedance;  // thresholds t
   int threads = 1;
-  Index block = 4096;               // pixels per block: bounds the M x block workspace
+  Index block = 4096;  // pixels per block: bounds the M x block workspace
 };
 
 struct Prediction {
-  Vector latent_mean, latent_var;   // f
-  Vector mean, sd;                  // lambda
-  Matrix quantiles;                 // N x quantiles.size()
-  Matrix exceedance;                // N x exceedance.size()
+  Vector latent_mean, latent_var;  // f
+  Vector mean, sd;                 // lambda
+  Matrix quantiles;                // N x quantiles.size()
+  Matrix exceedance;               // N x exceedance.size()
 };
 
 // Predicts at the inputs (D x N), in blocks and threads; each pixel is independent.

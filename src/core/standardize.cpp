@@ -29,7 +29,8 @@ Standardization fit_standardization(const Dataset& data, const std::vector<Index
   s.sd = (sq / n).cwiseSqrt();
   for (Index k = 0; k < rows; ++k)
     if (!(s.sd[k] > 0)) {
-      const std::string name = static_cast<size_t>(k) < data.input_names.size() ? data.input_names[k] : "#" + std::to_string(k);
+      const std::string name =
+          static_cast<size_t>(k) < data.input_names.size() ? data.input_names[k] : "#" + std::to_string(k);
       throw DataError("covariate '" + name + "' is constant over the training pixels and cannot be standardised");
     }
   return s;

@@ -59,7 +59,8 @@ SwissRoll make_swiss_roll(const SwissRollOptions& o) {
   SwissRoll out;
   out.rate = rate;
   out.pixel_counts.resize(N);
-  for (Index k = 0; k < N; ++k) out.pixel_counts[k] = static_cast<double>(std::poisson_distribution<long>(rate[k])(rng));
+  for (Index k = 0; k < N; ++k)
+    out.pixel_counts[k] = static_cast<double>(std::poisson_distribution<long>(rate[k])(rng));
   Dataset& d = out.data;
   d.inputs = X;
   d.population = Vector::Ones(N);

@@ -50,17 +50,30 @@ AlignedLayer::AlignedLayer(const std::string& path, const std::string& resamplin
   for (int b = 1; b <= bands_; ++b) descriptions_.push_back(source_->GetRasterBand(b)->GetDescription());
   const Grid g = Grid::of(*source_, path);
   if (g.crs_wkt.empty() != reference.crs_wkt.empty())
-    throw DataError("raster '" + path + "' " + (g.crs_wkt.empty() ? "has no CRS" : "has a CRS") + " but the reference grid '" +
-                    reference_path + "' " + (reference.crs_wkt.empty() ? "has none" : "has one") +
-                    "; assign one with gdal_edit.py -a_srs");
+    throw DataError("raster '" + path + "' " + (g.crs_wkt.empty() ? "has no CRS" : "has a CRS") +
+                    " but the reference grid '" + reference_path + "' " +
+                    (reference.crs_wkt.empty() ? "has none" : "has one") + "; assign one with gdal_edit.py -a_srs");
   check_overlap(g, path, reference, reference_path);
   if (g.aligned_with(reference)) return;
 
   warped_ = true;
   const auto e = reference.extent();
-  std::vector<std::string> args = {"-of", "VRT", "-r", resampling, "-ot", "Float64", "-dstnodata", "nan",
-                                   "-te", num(e[0]), num(e[1]), num(e[2]), num(e[3]),
-                                   "-ts", std::to_string(reference.width), std::to_string(reference.height)};
+  std::vector<std::string> args = {"-of",
+                                   "VRT",
+                                   "-r",
+                                   resampling,
+                                   "-ot",
+                                   "Float64",
+                                   "-dstnodata",
+                                   "nan",
+                                   "-te",
+                                   num(e[0]),
+                                   num(e[1]),
+                                   num(e[2]),
+                                   num(e[3]),
+                                   "-ts",
+                                   std::to_string(reference.width),
+                                   std::to_string(reference.height)};
   if (!reference.crs_wkt.empty()) {
     args.insert(args.end(), {"-t_srs", reference.crs_wkt});
   }

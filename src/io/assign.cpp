@@ -36,8 +36,12 @@ bool column_window(const OGRGeometry& g, const Grid& grid, int row0, int rows, W
 std::vector<unsigned char> burn(const OGRGeometry& g, const Grid& grid, const Window& w, bool all_touched) {
   GDALDriver* mem = GetGDALDriverManager()->GetDriverByName("MEM");
   DatasetPtr ds(mem->Create("", w.cols, w.rows, 1, GDT_Byte, nullptr));
-  double gt[6] = {grid.transform[0] + w.col0 * grid.transform[1], grid.transform[1], 0,
-                  grid.transform[3] + w.row0 * grid.transform[5], 0, grid.transform[5]};
+  double gt[6] = {grid.transform[0] + w.col0 * grid.transform[1],
+                  grid.transform[1],
+                  0,
+                  grid.transform[3] + w.row0 * grid.transform[5],
+                  0,
+                  grid.transform[5]};
   ds->SetGeoTransform(gt);
   int band = 1;
   double value = 1;
@@ -48,7 +52,8 @@ std::vector<unsigned char> burn(const OGRGeometry& g, const Grid& grid, const Wi
   CSLDestroy(opts);
   if (err != CE_None) throw DataError("cannot rasterize a unit geometry: " + gdal_error());
   std::vector<unsigned char> out(static_cast<size_t>(w.cols) * static_cast<size_t>(w.rows));
-  if (ds->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, w.cols, w.rows, out.data(), w.cols, w.rows, GDT_Byte, 0, 0) != CE_None)
+  if (ds->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, w.cols, w.rows, out.data(), w.cols, w.rows, GDT_Byte, 0, 0) !=
+      CE_None)
     throw DataError("cannot read a rasterized unit: " + gdal_error());
   return out;
 }
@@ -101,7 +106,8 @@ void assign_pixels(const OGRGeometry& g, const Grid& grid, PixelAssignment mode,
   // Pixels the boundary does not touch are wholly inside or outside; only the boundary's pixels
   // need an exact intersection, against the geometry clipped to this strip to keep GEOS cheap.
   GeometryPtr boundary(g.Boundary());
-  const std::vector<unsigned char> edge = boundary ? burn(*boundary, grid, w, true) : std::vector<unsigned char>(inside.size(), 1);
+  const std::vector<unsigned char> edge =
+      boundary ? burn(*boundary, grid, w, true) : std::vector<unsigned char>(inside.size(), 1);
   const double px = grid.pixel_width(), py = grid.pixel_height(), pixel_area = px * py;
   const double x_left = grid.transform[0] + w.col0 * px, y_top = grid.transform[3] - w.row0 * py;
   GeometryPtr strip_rect = rectangle(x_left, y_top - w.rows * py, x_left + w.cols * px, y_top);

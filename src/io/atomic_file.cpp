@@ -75,7 +75,8 @@ void ensure_writable_dir(const std::string& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir)) throw DataError("cannot create output folder '" + dir + "': " + ec.message());
-  if (::access(dir.c_str(), W_OK) != 0) throw DataError("output folder '" + dir + "' is not writable: " + std::strerror(errno));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw DataError("output folder '" + dir + "' is not writable: " + std::strerror(errno));
   // Temporary files of runs that were killed (their process is gone) are removed.
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();

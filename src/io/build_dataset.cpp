@@ -81,8 +81,11 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     layers.push_back(std::move(layer));
   }
   AlignedLayer population(pop.path, pop.resampling, grid, out.grid_path);
-  if (population.bands() != 1) throw DataError("population raster '" + pop.path + "' has " + std::to_string(population.bands()) + " bands; it must have one");
-  if (population.warped()) out.notes.push_back("population '" + pop.path + "' warped onto the reference grid (" + pop.resampling + ")");
+  if (population.bands() != 1)
+    throw DataError("population raster '" + pop.path + "' has " + std::to_string(population.bands()) +
+                    " bands; it must have one");
+  if (population.warped())
+    out.notes.push_back("population '" + pop.path + "' warped onto the reference grid (" + pop.resampling + ")");
 
   std::vector<std::string> names;
   for (const auto& l : layers) names.insert(names.end(), l.names.begin(), l.names.end());
@@ -107,7 +110,8 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     int first, last;
     envelope_rows(*unit.geometry, grid, first, last);
     for (int row0 = first; row0 < last; row0 += config.strip_rows) {
-      assign_pixels(*unit.geometry, grid, config.pixel_assignment, row0, std::min(config.strip_rows, last - row0), strip_shares);
+      assign_pixels(*unit.geometry, grid, config.pixel_assignment, row0, std::min(config.strip_rows, last - row0),
+                    strip_shares);
       shares[u].insert(shares[u].end(), strip_shares.begin(), strip_shares.end());
     }
     assigned += static_cast<Index>(shares[u].size());
@@ -175,8 +179,9 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     }
     std::vector<PixelShare>().swap(shares[u]);
     if (summary.pixels == 0) {
-      unit.problems.push_back(summary.dropped_pixels ? "no pixels with every covariate and population"
-                                                     : "no pixels (outside the grid or smaller than the assignment can see)");
+      unit.problems.push_back(summary.dropped_pixels
+                                  ? "no pixels with every covariate and population"
+                                  : "no pixels (outside the grid or smaller than the assignment can see)");
     } else if (!(summary.population > 0)) {
       unit.problems.push_back("zero population");
     }
@@ -208,9 +213,10 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     }
   }
   if (!problems.empty())
-    throw DataError(std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" + units_spec.path +
-                    "' cannot be used (set data.on_bad_unit: drop to leave them out):" + problems);
-  if (bad == units.units.size()) throw DataError("every unit in '" + units_spec.path + "' was dropped; nothing is left to fit");
+    throw DataError(std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" +
+                    units_spec.path + "' cannot be used (set data.on_bad_unit: drop to leave them out):" + problems);
+  if (bad == units.units.size())
+    throw DataError("every unit in '" + units_spec.path + "' was dropped; nothing is left to fit");
 
   const Index N = pos;
   d.inputs.conservativeResize(Eigen::NoChange, N);
@@ -223,7 +229,8 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   std::vector<Index> keep;
   for (Index k = 0; k < Dc; ++k) {
     if (N > 0 && d.inputs.row(k).maxCoeff() == d.inputs.row(k).minCoeff()) {
-      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] + "' is constant over the units' pixels and is left out");
+      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] +
+                          "' is constant over the units' pixels and is left out");
       continue;
     }
     keep.push_back(k);
@@ -253,14 +260,15 @@ std::vector<std::string> report_lines(const BuiltData& b) {
     if (!u.dropped_pixels) continue;
     dropped_pixels += u.dropped_pixels;
     lines.push_back("unit '" + u.id + "': " + std::to_string(u.dropped_pixels) + " of " +
-                    std::to_string(u.pixels + u.dropped_pixels) + " pixels dropped (a covariate or the population is missing)");
+                    std::to_string(u.pixels + u.dropped_pixels) +
+                    " pixels dropped (a covariate or the population is missing)");
   }
   for (const auto& d : b.dropped) lines.push_back("unit '" + d.id + "' dropped: " + d.reason);
-  lines.push_back(std::to_string(b.dataset.num_bags()) + " units, " + std::to_string(b.dataset.num_pixels()) + " pixels, " +
-                  std::to_string(b.covariates.size()) + " covariates" +
+  lines.push_back(std::to_string(b.dataset.num_bags()) + " units, " + std::to_string(b.dataset.num_pixels()) +
+                  " pixels, " + std::to_string(b.covariates.size()) + " covariates" +
                   (b.num_coordinates ? " + " + std::to_string(b.num_coordinates) + " coordinates" : "") + "; " +
-                  std::to_string(dropped_pixels) + " pixels dropped for missing data, " + std::to_string(b.dropped.size()) +
-                  " units dropped");
+                  std::to_string(dropped_pixels) + " pixels dropped for missing data, " +
+                  std::to_string(b.dropped.size()) + " units dropped");
   return lines;
 }
 

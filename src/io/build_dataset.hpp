@@ -25,15 +25,15 @@ struct DroppedUnit {
 };
 
 struct BuiltData {
-  Dataset dataset;                       // inputs: covariates (raw, not standardised), then coordinates
-  Grid grid;                             // the reference grid
+  Dataset dataset;  // inputs: covariates (raw, not standardised), then coordinates
+  Grid grid;        // the reference grid
   std::string grid_path;
-  std::vector<std::string> covariates;   // names of the covariate rows, in order
-  Index num_coordinates = 0;             // 0, 2 (projected, km) or 3 (geographic, chordal km)
-  std::vector<std::int64_t> cell;        // row * width + col of every dataset pixel
-  std::vector<UnitSummary> units;        // the units kept, in dataset bag order
-  std::vector<DroppedUnit> dropped;      // units dropped under on_bad_unit: drop
-  std::vector<std::string> notes;        // alignment, repairs, constant covariates, ...
+  std::vector<std::string> covariates;  // names of the covariate rows, in order
+  Index num_coordinates = 0;            // 0, 2 (projected, km) or 3 (geographic, chordal km)
+  std::vector<std::int64_t> cell;       // row * width + col of every dataset pixel
+  std::vector<UnitSummary> units;       // the units kept, in dataset bag order
+  std::vector<DroppedUnit> dropped;     // units dropped under on_bad_unit: drop
+  std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
 };
 
 // Resolves relative paths against base_dir, aligns every layer to the reference grid, assigns

@@ -26,8 +26,9 @@ std::string to_string(PixelAssignment p) {
 std::string to_string(BadUnitPolicy p) { return p == BadUnitPolicy::stop ? "stop" : "drop"; }
 
 void check_resampling(const std::string& name, const std::string& where) {
-  static const std::vector<std::string> allowed = {"near", "bilinear", "cubic", "cubicspline", "lanczos", "average",
-                                                   "rms", "mode", "max", "min", "med", "q1", "q3", "sum"};
+  static const std::vector<std::string> allowed = {"near",    "bilinear", "cubic", "cubicspline", "lanczos",
+                                                   "average", "rms",      "mode",  "max",         "min",
+                                                   "med",     "q1",       "q3",    "sum"};
   if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) return;
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;

@@ -14,7 +14,7 @@ struct LayerSpec {
 
 struct UnitsSpec {
   std::string path;
-  std::string layer;       // optional when the source has one layer
+  std::string layer;  // optional when the source has one layer
   std::string id_field;
   std::string response_field;
 };

@@ -45,7 +45,8 @@ bool Grid::aligned_with(const Grid& o) const {
   if (width != o.width || height != o.height || !same_crs(crs_wkt, o.crs_wkt)) return false;
   const double tol_x = 1e-6 * std::abs(transform[1]), tol_y = 1e-6 * std::abs(transform[5]);
   return std::abs(transform[0] - o.transform[0]) <= tol_x && std::abs(transform[3] - o.transform[3]) <= tol_y &&
-         std::abs(transform[1] - o.transform[1]) * width <= tol_x && std::abs(transform[5] - o.transform[5]) * height <= tol_y;
+         std::abs(transform[1] - o.transform[1]) * width <= tol_x &&
+         std::abs(transform[5] - o.transform[5]) * height <= tol_y;
 }
 
 std::string Grid::describe() const {

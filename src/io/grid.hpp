@@ -12,7 +12,7 @@ namespace vbagg::io {
 struct Grid {
   int width = 0, height = 0;
   std::array<double, 6> transform{};  // GDAL geotransform
-  std::string crs_wkt;                 // WKT2; empty when the raster has none
+  std::string crs_wkt;                // WKT2; empty when the raster has none
 
   static Grid of(GDALDataset& ds, const std::string& path);
 

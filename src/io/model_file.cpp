@@ -64,6 +64,38 @@ struct Reader {
   }
 };
 
+// The sections every kind has: inputs, grid, units, training, config. D: the model's input
+// count to check against (-1: no GP).
+void read_common(const Reader& r, const YAML::Node& root, ModelFile& f, Index D) {
+  const YAML::Node inputs = r.at(root, "inputs", "");
+  f.covariates = r.strings(inputs, "covariates", "inputs.");
+  const YAML::Node st = r.at(inputs, "standardization", "inputs.");
+  f.standardization.mean = r.vec(st, "mean", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
+  f.standardization.sd = r.vec(st, "sd", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
+  f.coordinates = r.get<int>(inputs, "coordinates", "inputs.");
+  if (D >= 0 && static_cast<Index>(f.covariates.size()) + f.coordinates != D)
+    r.broken(std::to_string(f.covariates.size()) + " covariates and " + std::to_string(f.coordinates) +
+             " coordinates do not match the " + std::to_string(D) + " inputs of the inducing points");
+
+  const YAML::Node g = r.at(root, "grid", "");
+  f.grid.width = r.get<int>(g, "width", "grid.");
+  f.grid.height = r.get<int>(g, "height", "grid.");
+  const Vector t = r.vec(g, "transform", "grid.", 6);
+  for (int k = 0; k < 6; ++k) f.grid.transform[static_cast<size_t>(k)] = t[k];
+  f.grid.crs_wkt = r.get<std::string>(g, "crs", "grid.");
+
+  const YAML::Node u = r.at(root, "units", "");
+  f.train_units = r.strings(u, "train", "units.");
+  f.holdout_units = r.strings(u, "holdout", "units.");
+  const YAML::Node tr = r.at(root, "training", "");
+  f.training.epochs = r.get<int>(tr, "epochs", "training.");
+  f.training.stop_reason = r.get<std::string>(tr, "stop_reason", "training.");
+  f.training.elbo = r.get<double>(tr, "elbo", "training.");
+  f.training.best_holdout_nll = r.get<double>(tr, "best_holdout_nll", "training.");
+  f.training.seconds = r.get<double>(tr, "seconds", "training.");
+  f.config = r.at(root, "config", "");
+}
+
 }  // namespace
 
 void write_model_file(const std::string& path, const ModelFile& f) {
@@ -75,35 +107,46 @@ void write_model_file(const std::string& path, const ModelFile& f) {
   out << YAML::Key << "version" << YAML::Value << kModelFormatVersion;
 
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "likelihood" << YAML::Value << to_string(m.spec.likelihood);
-  out << YAML::Key << "link" << YAML::Value << to_string(m.spec.link);
-  out << YAML::Key << "covariance" << YAML::Value << to_string(m.spec.covariance);
-  out << YAML::Key << "aggregation" << YAML::Value << to_string(m.spec.aggregation);
-  out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
-  out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
-  for (const auto& p : m.kernel.parts()) {
-    out << YAML::BeginMap;
-    out << YAML::Key << "type" << YAML::Value << to_string(p.type);
-    out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
-    out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
-    out << YAML::Key << "log_variance" << YAML::Value << p.log_variance;
-    out << YAML::Key << "log_lengthscale" << YAML::Value;
-    emit_vector(out, p.log_lengthscale);
+  out << YAML::Key << "kind" << YAML::Value << f.kind;
+  if (f.kind == "constant") {
+    out << YAML::Key << "overall_rate" << YAML::Value << f.overall_rate;
+    out << YAML::Key << "unit_rates" << YAML::Value << YAML::BeginMap;
+    for (const auto& [id, rate] : f.unit_rates) out << YAML::Key << id << YAML::Value << rate;
+    out << YAML::EndMap << YAML::EndMap;
+  } else {
+    out << YAML::Key << "likelihood" << YAML::Value << to_string(m.spec.likelihood);
+    out << YAML::Key << "link" << YAML::Value << to_string(m.spec.link);
+    out << YAML::Key << "covariance" << YAML::Value << to_string(m.spec.covariance);
+    out << YAML::Key << "aggregation" << YAML::Value << to_string(m.spec.aggregation);
+    out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
+    if (m.spec.map_estimate) out << YAML::Key << "prior_precision" << YAML::Value << m.spec.prior_precision;
+    out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
+    for (const auto& p : m.kernel.parts()) {
+      out << YAML::BeginMap;
+      out << YAML::Key << "type" << YAML::Value << to_string(p.type);
+      out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
+      out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
+      out << YAML::Key << "log_variance" << YAML::Value << p.log_variance;
+      out << YAML::Key << "log_lengthscale" << YAML::Value;
+      emit_vector(out, p.log_lengthscale);
+      out << YAML::EndMap;
+    }
+    out << YAML::EndSeq;
+    out << YAML::Key << "mean" << YAML::Value << m.mean;
+    out << YAML::Key << "log_noise" << YAML::Value << m.log_noise;
+    out << YAML::Key << "jitter" << YAML::Value << m.jitter;
+    out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
+    for (Index j = 0; j < m.num_inducing(); ++j) emit_vector(out, m.inducing.col(j));
+    out << YAML::EndSeq;
+    out << YAML::Key << "q_mean" << YAML::Value;
+    emit_vector(out, m.q_mean);
+    if (!m.spec.map_estimate) {
+      out << YAML::Key << "q_chol" << YAML::Value << YAML::BeginSeq;
+      for (Index i = 0; i < m.num_inducing(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
+      out << YAML::EndSeq;
+    }
     out << YAML::EndMap;
   }
-  out << YAML::EndSeq;
-  out << YAML::Key << "mean" << YAML::Value << m.mean;
-  out << YAML::Key << "log_noise" << YAML::Value << m.log_noise;
-  out << YAML::Key << "jitter" << YAML::Value << m.jitter;
-  out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
-  for (Index j = 0; j < m.num_inducing(); ++j) emit_vector(out, m.inducing.col(j));
-  out << YAML::EndSeq;
-  out << YAML::Key << "q_mean" << YAML::Value;
-  emit_vector(out, m.q_mean);
-  out << YAML::Key << "q_chol" << YAML::Value << YAML::BeginSeq;
-  for (Index i = 0; i < m.num_inducing(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
-  out << YAML::EndSeq;
-  out << YAML::EndMap;
 
   out << YAML::Key << "inputs" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "covariates" << YAML::Value;
@@ -160,13 +203,26 @@ ModelFile read_model_file(const std::string& path) {
     throw DataError("'" + path + "' is not a vbagg model file (no 'format: vbagg-model')");
   const int version = r.get<int>(root, "version", "");
   if (version > kModelFormatVersion)
-    throw DataError("model file '" + path + "' has format version " + std::to_string(version) + "; this vbagg reads up to " +
-                    std::to_string(kModelFormatVersion) + " (upgrade vbagg)");
+    throw DataError("model file '" + path + "' has format version " + std::to_string(version) +
+                    "; this vbagg reads up to " + std::to_string(kModelFormatVersion) + " (upgrade vbagg)");
   if (version < 1) r.broken("format version " + std::to_string(version) + " is not valid");
 
   ModelFile f;
   const YAML::Node mn = r.at(root, "model", "");
+  f.kind = mn["kind"] ? r.get<std::string>(mn, "kind", "model.") : "vbagg";
+  if (f.kind != "vbagg" && f.kind != "bag_pixel" && f.kind != "nystrom" && f.kind != "constant")
+    r.broken("unknown model.kind '" + f.kind + "' (allowed: vbagg, bag_pixel, nystrom, constant)");
+  if (f.kind == "constant") {
+    f.overall_rate = r.get<double>(mn, "overall_rate", "model.");
+    const YAML::Node rates = r.at(mn, "unit_rates", "model.");
+    if (!rates.IsMap()) r.broken("'model.unit_rates' must map unit ids to rates");
+    for (const auto& kv : rates) f.unit_rates[kv.first.as<std::string>()] = kv.second.as<double>();
+    read_common(r, root, f, -1);
+    return f;
+  }
   Model& m = f.model;
+  m.spec.map_estimate = f.kind == "nystrom";
+  if (m.spec.map_estimate) m.spec.prior_precision = r.get<double>(mn, "prior_precision", "model.");
   try {
     m.spec.likelihood = parse_likelihood(r.get<std::string>(mn, "likelihood", "model."));
     m.spec.link = parse_link(r.get<std::string>(mn, "link", "model."));
@@ -217,45 +273,23 @@ ModelFile read_model_file(const std::string& path) {
     m.inducing.col(j) = w;
   }
   for (const auto& p : m.kernel.parts())
-    if (p.begin + p.dim > D) r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
+    if (p.begin + p.dim > D)
+      r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
   m.q_mean = r.vec(mn, "q_mean", "model.", M);
-  const YAML::Node qc = r.at(mn, "q_chol", "model.");
-  if (!qc.IsSequence() || static_cast<Index>(qc.size()) != M) r.broken("'model.q_chol' must have one row per inducing point");
   m.q_chol = Matrix::Zero(M, M);
-  for (Index i = 0; i < M; ++i) {
-    YAML::Node wrap;
-    wrap["row"] = qc[static_cast<size_t>(i)];
-    m.q_chol.row(i).head(i + 1) = r.vec(wrap, "row", "model.q_chol[" + std::to_string(i) + "]", i + 1).transpose();
-    if (!(m.q_chol(i, i) > 0)) r.broken("'model.q_chol' has a non-positive diagonal entry in row " + std::to_string(i));
+  if (!m.spec.map_estimate) {
+    const YAML::Node qc = r.at(mn, "q_chol", "model.");
+    if (!qc.IsSequence() || static_cast<Index>(qc.size()) != M)
+      r.broken("'model.q_chol' must have one row per inducing point");
+    for (Index i = 0; i < M; ++i) {
+      YAML::Node wrap;
+      wrap["row"] = qc[static_cast<size_t>(i)];
+      m.q_chol.row(i).head(i + 1) = r.vec(wrap, "row", "model.q_chol[" + std::to_string(i) + "]", i + 1).transpose();
+      if (!(m.q_chol(i, i) > 0))
+        r.broken("'model.q_chol' has a non-positive diagonal entry in row " + std::to_string(i));
+    }
   }
-
-  const YAML::Node inputs = r.at(root, "inputs", "");
-  f.covariates = r.strings(inputs, "covariates", "inputs.");
-  const YAML::Node st = r.at(inputs, "standardization", "inputs.");
-  f.standardization.mean = r.vec(st, "mean", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
-  f.standardization.sd = r.vec(st, "sd", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
-  f.coordinates = r.get<int>(inputs, "coordinates", "inputs.");
-  if (static_cast<Index>(f.covariates.size()) + f.coordinates != D)
-    r.broken(std::to_string(f.covariates.size()) + " covariates and " + std::to_string(f.coordinates) +
-             " coordinates do not match the " + std::to_string(D) + " inputs of the inducing points");
-
-  const YAML::Node g = r.at(root, "grid", "");
-  f.grid.width = r.get<int>(g, "width", "grid.");
-  f.grid.height = r.get<int>(g, "height", "grid.");
-  const Vector t = r.vec(g, "transform", "grid.", 6);
-  for (int k = 0; k < 6; ++k) f.grid.transform[static_cast<size_t>(k)] = t[k];
-  f.grid.crs_wkt = r.get<std::string>(g, "crs", "grid.");
-
-  const YAML::Node u = r.at(root, "units", "");
-  f.train_units = r.strings(u, "train", "units.");
-  f.holdout_units = r.strings(u, "holdout", "units.");
-  const YAML::Node tr = r.at(root, "training", "");
-  f.training.epochs = r.get<int>(tr, "epochs", "training.");
-  f.training.stop_reason = r.get<std::string>(tr, "stop_reason", "training.");
-  f.training.elbo = r.get<double>(tr, "elbo", "training.");
-  f.training.best_holdout_nll = r.get<double>(tr, "best_holdout_nll", "training.");
-  f.training.seconds = r.get<double>(tr, "seconds", "training.");
-  f.config = r.at(root, "config", "");
+  read_common(r, root, f, D);
   return f;
 }
 

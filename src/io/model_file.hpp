@@ -4,6 +4,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,12 @@ struct TrainingSummary {
 };
 
 struct ModelFile {
+  // vbagg (the variational model), bag_pixel (the same model fitted to bags collapsed to their
+  // mean inputs), nystrom (MAP point estimate, model.spec.map_estimate), or constant (a rate per
+  // training unit; `model` unused).
+  std::string kind = "vbagg";
+  std::map<std::string, double> unit_rates;  // constant: y_a / P_a of every training unit
+  double overall_rate = 0;                   // constant: sum y / sum P over the training units
   Model model;
   std::vector<std::string> covariates;  // names, in input order
   Standardization standardization;      // of the covariate rows
@@ -31,7 +38,7 @@ struct ModelFile {
   Grid grid;                            // the training reference grid
   std::vector<std::string> train_units, holdout_units;
   TrainingSummary training;
-  YAML::Node config;                    // the resolved run configuration
+  YAML::Node config;  // the resolved run configuration
 };
 
 // Writes atomically, numbers with 17 significant digits (they round-trip exactly).

@@ -31,13 +31,15 @@ char** creation_options(const RasterFormat& f, bool for_cog_source) {
 
 void RasterFormat::validate() const {
   ensure_gdal_registered();
-  if (driver != "GTiff" && driver != "COG") throw ConfigError("--of " + driver + ": unknown output format (allowed: GTiff, COG)");
+  if (driver != "GTiff" && driver != "COG")
+    throw ConfigError("--of " + driver + ": unknown output format (allowed: GTiff, COG)");
   GDALDriver* drv = GetGDALDriverManager()->GetDriverByName(driver.c_str());
   if (!drv) throw ConfigError("this GDAL has no " + driver + " driver");
   char** opts = nullptr;
   for (const auto& kv : creation_options) {
     const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw ConfigError("--co " + kv + ": expected KEY=VALUE, e.g. --co COMPRESS=LZW");
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--co " + kv + ": expected KEY=VALUE, e.g. --co COMPRESS=LZW");
     opts = CSLSetNameValue(opts, kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str());
   }
   CPLErrorReset();
@@ -69,6 +71,10 @@ RasterWriter::RasterWriter(const std::string& path, const Grid& grid, const std:
 
 RasterWriter::~RasterWriter() = default;
 
+void RasterWriter::set_metadata(const std::string& key, const std::string& value) {
+  ds_->SetMetadataItem(key.c_str(), value.c_str());
+}
+
 void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& values) {
   std::vector<float> v(values);
   for (auto& x : v) {
@@ -82,8 +88,8 @@ void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& valu
     sum2_ += static_cast<double>(x) * x;
     ++count_;
   }
-  if (ds_->GetRasterBand(1)->RasterIO(GF_Write, 0, row0, grid_.width, rows, v.data(), grid_.width, rows, GDT_Float32, 0, 0) !=
-      CE_None)
+  if (ds_->GetRasterBand(1)->RasterIO(GF_Write, 0, row0, grid_.width, rows, v.data(), grid_.width, rows, GDT_Float32, 0,
+                                      0) != CE_None)
     throw DataError("cannot write '" + path_ + "': " + gdal_error());
 }
 
@@ -93,8 +99,9 @@ void RasterWriter::finish() {
     const double mean = sum_ / static_cast<double>(count_);
     const double sd = std::sqrt(std::max(0.0, sum2_ / static_cast<double>(count_) - mean * mean));
     band->SetStatistics(min_, max_, mean, sd);
-    band->SetMetadataItem("STATISTICS_VALID_PERCENT",
-                          std::to_string(100.0 * static_cast<double>(count_) / (static_cast<double>(grid_.width) * grid_.height)).c_str());
+    band->SetMetadataItem("STATISTICS_VALID_PERCENT", std::to_string(100.0 * static_cast<double>(count_) /
+                                                                     (static_cast<double>(grid_.width) * grid_.height))
+                                                          .c_str());
   }
   if (format_.driver != "COG") {
     CPLErrorReset();

@@ -16,8 +16,8 @@ namespace vbagg::io {
 inline constexpr double kOutputNodata = -9999.0;
 
 struct RasterFormat {
-  std::string driver = "GTiff";                 // GTiff or COG
-  std::vector<std::string> creation_options;    // KEY=VALUE, added to (and overriding) the defaults
+  std::string driver = "GTiff";               // GTiff or COG
+  std::vector<std::string> creation_options;  // KEY=VALUE, added to (and overriding) the defaults
 
   // Throws ConfigError naming an unknown driver or an option the driver rejects.
   void validate() const;
@@ -29,6 +29,8 @@ class RasterWriter {
                const RasterFormat& format);
   ~RasterWriter();
 
+  // A metadata item of the dataset (e.g. the model kind), kept in COG conversion.
+  void set_metadata(const std::string& key, const std::string& value);
   // Writes rows [row0, row0 + rows) of values (row-major, grid width per row); NaN -> nodata.
   void write_rows(int row0, int rows, const std::vector<float>& values);
   // Stores statistics, converts to COG when asked, and moves the file to its final name.

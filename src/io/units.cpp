@@ -4,7 +4,6 @@
 #include <ogr_spatialref.h>
 
 #include <algorithm>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -27,7 +26,8 @@ OGRLayer* pick_layer(GDALDataset& ds, const UnitsSpec& spec) {
   for (int i = 0; i < ds.GetLayerCount(); ++i) names += (i ? ", " : "") + std::string(ds.GetLayer(i)->GetName());
   if (ds.GetLayerCount() == 0) throw DataError("units source '" + spec.path + "' has no layers");
   if (spec.layer.empty())
-    throw ConfigError("units source '" + spec.path + "' has several layers; set data.units.layer (one of: " + names + ")");
+    throw ConfigError("units source '" + spec.path + "' has several layers; set data.units.layer (one of: " + names +
+                      ")");
   throw ConfigError("units source '" + spec.path + "' has no layer '" + spec.layer + "' (layers: " + names + ")");
 }
 
@@ -36,7 +36,8 @@ int field_index(OGRFeatureDefn* defn, const std::string& name, const std::string
   const int i = defn->GetFieldIndex(name.c_str());
   if (i >= 0) return i;
   std::string fields;
-  for (int k = 0; k < defn->GetFieldCount(); ++k) fields += (k ? ", " : "") + std::string(defn->GetFieldDefn(k)->GetNameRef());
+  for (int k = 0; k < defn->GetFieldCount(); ++k)
+    fields += (k ? ", " : "") + std::string(defn->GetFieldDefn(k)->GetNameRef());
   throw ConfigError(key + ": '" + path + "' has no field '" + name + "' (fields: " + fields + ")");
 }
 
@@ -139,7 +140,8 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
     if (!g || g->IsEmpty()) {
       u.problems.push_back("no geometry");
     } else if (const auto t = wkbFlatten(g->getGeometryType()); t != wkbPolygon && t != wkbMultiPolygon) {
-      u.problems.push_back(std::string("geometry is a ") + OGRGeometryTypeToName(g->getGeometryType()) + ", not a polygon");
+      u.problems.push_back(std::string("geometry is a ") + OGRGeometryTypeToName(g->getGeometryType()) +
+                           ", not a polygon");
     } else {
       GeometryPtr geom(g->clone());
       if (!geom->IsValid()) {
@@ -168,7 +170,8 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
     }
     out.units.push_back(std::move(u));
   }
-  if (out.units.empty()) throw DataError("units layer '" + std::string(layer->GetName()) + "' of '" + spec.path + "' is empty");
+  if (out.units.empty())
+    throw DataError("units layer '" + std::string(layer->GetName()) + "' of '" + spec.path + "' is empty");
   return out;
 }
 

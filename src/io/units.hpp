@@ -13,7 +13,7 @@ namespace vbagg::io {
 struct Unit {
   std::string id;
   double response = 0;
-  GeometryPtr geometry;           // polygonal, valid, in the grid's CRS (null when unusable)
+  GeometryPtr geometry;               // polygonal, valid, in the grid's CRS (null when unusable)
   std::vector<std::string> problems;  // reasons the unit cannot be used
 };
 

@@ -37,13 +37,14 @@ class EndToEnd : public ::testing::Test {
     const std::string d = dir->path.string();
     auto r = run(bin("vbagg-simulate") + " --kind country --out " + d + "/data --size 80x60 --units 30 --seed 3 -q");
     ASSERT_EQ(r.code, 0) << r.output;
-    std::ofstream(d + "/run.yaml") << "data:\n  covariates:\n"
-                                   << "    - path: data/temperature.tif\n    - path: data/rainfall.tif\n"
-                                   << "    - {path: data/night_lights.tif, name: lights}\n    - path: data/travel_time.tif\n"
-                                   << "  population: {path: data/population.tif}\n"
-                                   << "  units: {path: data/units.gpkg, id_field: ID, response_field: cases}\n"
-                                   << "model:\n  inducing: {count: 40}\n"
-                                   << "train:\n  optimizer: lbfgs\n  epochs: 150\n  holdout: {fraction: 0.25, seed: 2}\n";
+    std::ofstream(d + "/run.yaml")
+        << "data:\n  covariates:\n"
+        << "    - path: data/temperature.tif\n    - path: data/rainfall.tif\n"
+        << "    - {path: data/night_lights.tif, name: lights}\n    - path: data/travel_time.tif\n"
+        << "  population: {path: data/population.tif}\n"
+        << "  units: {path: data/units.gpkg, id_field: ID, response_field: cases}\n"
+        << "model:\n  inducing: {count: 40}\n"
+        << "train:\n  optimizer: lbfgs\n  epochs: 150\n  holdout: {fraction: 0.25, seed: 2}\n";
     r = run(bin("vbagg-train") + " --config " + d + "/run.yaml --out " + d + "/fit -q --threads 2");
     ASSERT_EQ(r.code, 0) << r.output;
   }
@@ -55,12 +56,13 @@ class EndToEnd : public ::testing::Test {
 };
 
 TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
-  for (const char* f : {"model.yaml", "run.resolved.yaml", "history.csv"}) EXPECT_TRUE(fs::exists(d() + "/fit/" + f)) << f;
+  for (const char* f : {"model.yaml", "run.resolved.yaml", "history.csv"})
+    EXPECT_TRUE(fs::exists(d() + "/fit/" + f)) << f;
   const std::string model = read_file(d() + "/fit/model.yaml");
   EXPECT_NE(model.find("format: vbagg-model"), std::string::npos);
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
   const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
-  EXPECT_NE(resolved.find("likelihood: poisson"), std::string::npos);  // defaults filled in
+  EXPECT_NE(resolved.find("likelihood: poisson"), std::string::npos);         // defaults filled in
   EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);  // paths made absolute
   std::istringstream history(read_file(d() + "/fit/history.csv"));
   std::string line;
@@ -78,8 +80,8 @@ TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
   ref->GetGeoTransform(ref_gt);
   std::vector<float> pop(80 * 60);
   ASSERT_EQ(ref->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, 80, 60, pop.data(), 80, 60, GDT_Float32, 0, 0), CE_None);
-  for (const char* name : {"intensity_mean", "intensity_sd", "intensity_q0.1", "intensity_q0.9", "cases_mean", "latent_mean",
-                           "latent_sd", "exceedance_0.05", "exceedance_0.2"}) {
+  for (const char* name : {"intensity_mean", "intensity_sd", "intensity_q0.1", "intensity_q0.9", "cases_mean",
+                           "latent_mean", "latent_sd", "exceedance_0.05", "exceedance_0.2"}) {
     SCOPED_TRACE(name);
     const std::string path = d() + "/maps/" + name + ".tif";
     ASSERT_TRUE(fs::exists(path));
@@ -119,7 +121,8 @@ TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
     EXPECT_EQ(finite + lake, 80 * 60);
   }
   // Quantiles bracket the mean; exceedance is a probability.
-  io::DatasetPtr lo = io::open_raster(d() + "/maps/intensity_q0.1.tif"), hi = io::open_raster(d() + "/maps/intensity_q0.9.tif");
+  io::DatasetPtr lo = io::open_raster(d() + "/maps/intensity_q0.1.tif"),
+                 hi = io::open_raster(d() + "/maps/intensity_q0.9.tif");
   double lo_max = lo->GetRasterBand(1)->GetMinimum(), hi_min = hi->GetRasterBand(1)->GetMinimum();
   EXPECT_LT(lo_max, hi_min + 1);
   io::DatasetPtr ex = io::open_raster(d() + "/maps/exceedance_0.2.tif");
@@ -172,30 +175,84 @@ TEST_F(EndToEnd, PredictsANewAreaWithTheSameCovariateNames) {
   // Another country (a new "year"), same covariate names: predictions on its own grid.
   auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/other --size 50x40 --units 10 --seed 9 -q");
   ASSERT_EQ(r.code, 0) << r.output;
-  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " + d() +
-          "/other_maps --set data.covariates=\"[{path: night_lights.tif, name: lights}, temperature.tif, rainfall.tif, travel_time.tif]\" -q");
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " +
+          d() +
+          "/other_maps --set data.covariates=\"[{path: night_lights.tif, name: lights}, temperature.tif, rainfall.tif, "
+          "travel_time.tif]\" -q");
   ASSERT_EQ(r.code, 0) << r.output;
   io::DatasetPtr ds = io::open_raster(d() + "/other_maps/intensity_mean.tif");
   EXPECT_EQ(ds->GetRasterXSize(), 50);
   const std::string units = read_file(d() + "/other_maps/units.csv");
   EXPECT_NE(units.find(",new,"), std::string::npos);
   // Without the renamed covariate the model cannot predict, and says which one is missing.
-  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " + d() + "/x");
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " +
+          d() + "/x");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.output.find("covariate 'lights'"), std::string::npos) << r.output;
 }
 
 TEST_F(EndToEnd, SimulateIsDeterministic) {
   for (const char* out : {"/s1", "/s2"}) {
-    const auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() + out + " --size 30x20 --units 5 --seed 4 -q");
+    const auto r =
+        run(bin("vbagg-simulate") + " --kind country --out " + d() + out + " --size 30x20 --units 5 --seed 4 -q");
     ASSERT_EQ(r.code, 0) << r.output;
   }
   for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif"})
     EXPECT_EQ(read_file(d() + "/s1/" + f), read_file(d() + "/s2/" + f)) << f;
-  const auto r = run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
+  const auto r =
+      run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string bags = read_file(d() + "/roll/bags.csv");
   EXPECT_EQ(std::count(bags.begin(), bags.end(), '\n'), 21);
+}
+
+}  // namespace
+}  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+// Baselines go through the same commands and model file; point estimates write only their means
+// and say so in the maps' metadata.
+TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
+  for (const std::string kind : {"constant", "nystrom", "bag_pixel"}) {
+    SCOPED_TRACE(kind);
+    const std::string fit = d() + "/fit_" + kind, maps = fit + "/maps";
+    auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + fit + " --set model.kind=" + kind + " -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_NE(read_file(fit + "/model.yaml").find("kind: " + kind), std::string::npos);
+    r = run(bin("vbagg-predict") + " --model " + fit + "/model.yaml --out " + maps + " -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const bool posterior = kind == "bag_pixel";
+    EXPECT_TRUE(fs::exists(maps + "/intensity_mean.tif"));
+    EXPECT_TRUE(fs::exists(maps + "/cases_mean.tif"));
+    EXPECT_EQ(fs::exists(maps + "/intensity_sd.tif"), posterior);
+    EXPECT_EQ(fs::exists(maps + "/intensity_q0.025.tif"), posterior);
+    io::DatasetPtr ds = io::open_raster(maps + "/intensity_mean.tif");
+    EXPECT_STREQ(ds->GetMetadataItem("VBAGG_MODEL_KIND"), kind.c_str());
+    if (!posterior) EXPECT_NE(ds->GetMetadataItem("VBAGG_UNCERTAINTY"), nullptr);
+    r = run(bin("vbagg-eval") + " --model " + fit + "/model.yaml --truth " + d() + "/data/truth_intensity.tif --json " + fit +
+            "/metrics.json");
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::string json = read_file(fit + "/metrics.json");
+    EXPECT_NE(json.find("\"model\": \"" + kind + "\""), std::string::npos) << json;
+    EXPECT_EQ(json.find("\"coverage\": null") != std::string::npos, !posterior) << json;
+  }
+  // The constant model predicts each training unit's own rate: its training totals are exact.
+  const std::string units = read_file(d() + "/fit_constant/maps/units.csv");
+  std::istringstream lines(units);
+  std::string line;
+  std::getline(lines, line);
+  int train_rows = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    if (f[1] != "train") continue;
+    ++train_rows;
+    EXPECT_NEAR(std::stod(f[3]), std::stod(f[2]), 1e-6 * std::stod(f[2]) + 1e-6) << line;
+  }
+  EXPECT_GT(train_rows, 10);
 }
 
 }  // namespace

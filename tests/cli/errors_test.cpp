@@ -41,13 +41,15 @@ void expect_error(const test::RunResult& r, int code, const std::vector<std::str
 }
 
 TEST(Errors, MissingConfigFile) {
-  expect_error(run(bin("vbagg-train") + " --config /nonexistent/run.yaml"), 2, {"/nonexistent/run.yaml", "does not exist"});
+  expect_error(run(bin("vbagg-train") + " --config /nonexistent/run.yaml"), 2,
+               {"/nonexistent/run.yaml", "does not exist"});
 }
 
 TEST(Errors, UnknownKeyNamesFileLineAndAllowedKeys) {
   Project p;
   const std::string cfg = p.config("model:\n  kernal: ard\n");
-  expect_error(p.train("--config " + cfg), 2, {"run.yaml:14", "unknown key 'model.kernal'", "allowed in 'model'", "kernel"});
+  expect_error(p.train("--config " + cfg), 2,
+               {"run.yaml:14", "unknown key 'model.kernal'", "allowed in 'model'", "kernel"});
 }
 
 TEST(Errors, WrongTypeNamesTheKey) {
@@ -59,8 +61,10 @@ TEST(Errors, WrongTypeNamesTheKey) {
 TEST(Errors, UnknownLinkListsAllowedValues) {
   Project p;
   const std::string cfg = p.config("");
-  expect_error(p.train("--config " + cfg + " --set model.link=cube"), 2, {"model.link", "'cube'", "allowed: exp, square, identity"});
-  expect_error(p.train("--config " + cfg + " --set model.link=identity"), 2, {"identity", "poisson allows: exp, square"});
+  expect_error(p.train("--config " + cfg + " --set model.link=cube"), 2,
+               {"model.link", "'cube'", "allowed: exp, square, identity"});
+  expect_error(p.train("--config " + cfg + " --set model.link=identity"), 2,
+               {"identity", "poisson allows: exp, square"});
 }
 
 TEST(Errors, MissingRasterNamesTheFile) {
@@ -99,7 +103,8 @@ TEST(Errors, BrokenAndNewerModelFiles) {
   expect_error(run(bin("vbagg-predict") + " --model " + (dir / "newer.yaml") + " --out " + (dir / "o")), 1,
                {"format version 99", "reads up to 1"});
   std::ofstream(dir / "broken.yaml") << "format: vbagg-model\nversion: 1\nmodel: {likelihood: poisson}\n";
-  expect_error(run(bin("vbagg-eval") + " --model " + (dir / "broken.yaml")), 1, {"broken.yaml", "is broken", "model.link"});
+  expect_error(run(bin("vbagg-eval") + " --model " + (dir / "broken.yaml")), 1,
+               {"broken.yaml", "is broken", "model.link"});
   std::ofstream(dir / "other.yaml") << "a: 1\n";
   expect_error(run(bin("vbagg-eval") + " --model " + (dir / "other.yaml")), 1, {"not a vbagg model file"});
 }
@@ -138,9 +143,11 @@ TEST(Errors, KilledPredictionLeavesNoPartialFileAndRerunSucceeds) {
 TEST(Help, EveryOptionIsExplained) {
   const std::map<std::string, std::vector<std::string>> options = {
       {"vbagg-train", {"--config", "--set", "--out", "--threads", "--markdown-config", "--quiet", "--verbose"}},
-      {"vbagg-predict", {"--model", "--config", "--set", "--out", "--quantiles", "--exceedance", "--of", "--co", "--threads"}},
+      {"vbagg-predict",
+       {"--model", "--config", "--set", "--out", "--quantiles", "--exceedance", "--of", "--co", "--threads"}},
       {"vbagg-eval", {"--model", "--config", "--set", "--split", "--truth", "--json", "--report", "--threads"}},
-      {"vbagg-simulate", {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--bags", "--bag-mean", "--bag-sd"}}};
+      {"vbagg-simulate",
+       {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--bags", "--bag-mean", "--bag-sd"}}};
   for (const auto& [app, opts] : options) {
     const auto r = run(bin(app) + " --help");
     EXPECT_EQ(r.code, 0) << app;

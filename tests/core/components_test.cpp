@@ -9,8 +9,8 @@
 #include "core/baselines.hpp"
 #include "core/fit.hpp"
 #include "core/inducing.hpp"
-#include "core/predict.hpp"
 #include "core/metrics.hpp"
+#include "core/predict.hpp"
 #include "core/swissroll.hpp"
 #include "test_util.hpp"
 
@@ -159,7 +159,8 @@ TEST(Baselines, ConstantRateReproducesBagTotals) {
   const Vector rate = constant_rate(d);
   const Vector w = d.weights();
   for (Index a = 0; a < d.num_bags(); ++a)
-    EXPECT_NEAR(w.segment(d.bag_begin(a), d.bag_size(a)).dot(rate.segment(d.bag_begin(a), d.bag_size(a))), d.response[a], 1e-9);
+    EXPECT_NEAR(w.segment(d.bag_begin(a), d.bag_size(a)).dot(rate.segment(d.bag_begin(a), d.bag_size(a))),
+                d.response[a], 1e-9);
 }
 
 TEST(Baselines, CollapsedBagsKeepTotalsAndWeightedMeans) {

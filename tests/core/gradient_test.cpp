@@ -35,7 +35,8 @@ std::vector<Case> likelihood_cases() {
       {"normal_mean_nystrom", spec(L::normal, Link::identity, C::nystrom, A::mean)},
       {"normal_mean_exact", spec(L::normal, Link::identity, C::exact, A::mean)},
       {"exponential_exp", spec(L::exponential, Link::exp, C::nystrom, A::sum)},
-      {"poisson_exp_map", [&] {
+      {"poisson_exp_map",
+       [&] {
          ModelSpec s = spec(L::poisson, Link::exp, C::nystrom, A::sum);
          s.map_estimate = true;
          s.prior_precision = 2.5;

@@ -1,5 +1,7 @@
 // The ELBO against independent computations: Monte Carlo expectations of the bag log-likelihood,
 // the dense (unwhitened) posterior, a direct KL, and exact vs nystrom covariance.
+#include "core/objective.hpp"
+
 #include <gtest/gtest.h>
 
 #include <Eigen/Cholesky>
@@ -7,7 +9,6 @@
 #include <random>
 
 #include "core/likelihood.hpp"
-#include "core/objective.hpp"
 #include "test_util.hpp"
 
 namespace vbagg {
@@ -74,7 +75,8 @@ double mc_expected_loglik(const Vector& mean, const Matrix& cov, const Vector& p
 TEST(Objective, MarginalsMatchDensePosterior) {
   const Index D = 3;
   const Dataset data = test::random_dataset(3, 5, 12, D, LikelihoodKind::poisson, 11);
-  const Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("ard", "none", D, 0), 6, D, 12);
+  const Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("ard", "none", D, 0), 6, D, 12);
   const Posterior post = compute_posterior(model);
   Vector m, v, mean;
   Matrix cov;
@@ -86,7 +88,8 @@ TEST(Objective, MarginalsMatchDensePosterior) {
 
 TEST(Objective, KlMatchesDirectGaussianKl) {
   const Index D = 2, M = 7;
-  const Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), M, D, 3);
+  const Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), M, D, 3);
   // KL(N(eta_u, Sigma_u) || N(mu, K_WW)) computed with dense inverses and log-determinants: the
   // whitening must leave it unchanged.
   Matrix Kww;
@@ -96,8 +99,8 @@ TEST(Objective, KlMatchesDirectGaussianKl) {
   const Matrix Sigma = Lw * model.q_chol * model.q_chol.transpose() * Lw.transpose();
   const Vector diff = Lw * model.q_mean;
   const Matrix Kinv = Kww.inverse();
-  const double direct = 0.5 * ((Kinv * Sigma).trace() + diff.dot(Kinv * diff) - M +
-                               std::log(Kww.determinant()) - std::log(Sigma.determinant()));
+  const double direct = 0.5 * ((Kinv * Sigma).trace() + diff.dot(Kinv * diff) - M + std::log(Kww.determinant()) -
+                               std::log(Sigma.determinant()));
   EXPECT_NEAR(kl_divergence(model, nullptr), direct, 1e-8 * std::abs(direct));
   Model prior = model;
   prior.q_mean.setZero();
@@ -108,7 +111,8 @@ TEST(Objective, KlMatchesDirectGaussianKl) {
 TEST(Objective, JensenBoundIsBelowMonteCarlo) {
   const Index D = 3;
   Dataset data = test::random_dataset(5, 3, 20, D, LikelihoodKind::poisson, 21);
-  const Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), 6, D, 22);
+  const Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), 6, D, 22);
   for (Index a = 0; a < data.num_bags(); ++a) {
     const Index b = data.bag_begin(a), n = data.bag_size(a);
     const Matrix Xa = data.inputs.middleCols(b, n);
@@ -158,7 +162,8 @@ TEST(Objective, ExponentialBoundIsBelowMonteCarlo) {
 TEST(Objective, TaylorIsCloseToMonteCarloOnLargeCounts) {
   const Index D = 3;
   Dataset data = test::random_dataset(4, 20, 40, D, LikelihoodKind::poisson, 31);
-  Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::square), make_kernel("rbf", "none", D, 0), 6, D, 32);
+  Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::square), make_kernel("rbf", "none", D, 0), 6, D, 32);
   model.mean = 6.0;  // rates around 36 per pixel: bag totals in the thousands
   model.q_chol *= 0.3;
   for (Index a = 0; a < data.num_bags(); ++a) {
@@ -172,8 +177,8 @@ TEST(Objective, TaylorIsCloseToMonteCarloOnLargeCounts) {
     // Each mode approximates the expectation under its own covariance of f.
     for (auto mode : {CovarianceMode::exact, CovarianceMode::nystrom}) {
       double se;
-      const double mc = mc_expected_loglik(mean, mode == CovarianceMode::exact ? cov : nystrom_cov, p,
-                                           data.response[a], Link::square, 100000, &se);
+      const double mc = mc_expected_loglik(mean, mode == CovarianceMode::exact ? cov : nystrom_cov, p, data.response[a],
+                                           Link::square, 100000, &se);
       model.spec.covariance = mode;
       const double taylor = elbo(model, data, {a}, 1.0, nullptr).data_term;
       EXPECT_NEAR(taylor, mc, 0.05 + 4 * se) << "bag " << a << " y " << data.response[a] << " mode " << to_string(mode);
@@ -209,7 +214,8 @@ TEST(Objective, NystromDiffersFromExactWithFewInducingPoints) {
   // The two modes are distinct computations: with M << N they must not coincide.
   const Index D = 2;
   const Dataset data = test::random_dataset(4, 10, 20, D, LikelihoodKind::poisson, 51);
-  Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::square), make_kernel("rbf", "none", D, 0), 3, D, 52);
+  Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::square), make_kernel("rbf", "none", D, 0), 3, D, 52);
   const double exact = elbo(model, data, nullptr).data_term;
   model.spec.covariance = CovarianceMode::nystrom;
   const double nystrom = elbo(model, data, nullptr).data_term;
@@ -220,7 +226,8 @@ TEST(Objective, MinibatchEstimateIsUnbiased) {
   // Averaging the scaled estimate over every single-bag minibatch gives the full-data ELBO.
   const Index D = 3;
   const Dataset data = test::random_dataset(7, 2, 9, D, LikelihoodKind::poisson, 61);
-  const Model model = test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), 4, D, 62);
+  const Model model =
+      test::random_model(spec_of(LikelihoodKind::poisson, Link::exp), make_kernel("rbf", "none", D, 0), 4, D, 62);
   const double full = elbo(model, data, nullptr).elbo;
   double avg = 0;
   for (Index a = 0; a < data.num_bags(); ++a) avg += elbo(model, data, {a}, 7.0, nullptr).elbo / 7.0;

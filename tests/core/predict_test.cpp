@@ -1,10 +1,11 @@
 // Moments, quantiles and exceedance probabilities of lambda = Psi(f) against Monte Carlo.
+#include "core/predict.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <random>
 
-#include "core/predict.hpp"
 #include "test_util.hpp"
 
 namespace vbagg {
@@ -58,14 +59,12 @@ TEST_P(PredictMonteCarlo, MatchesSamples) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Links, PredictMonteCarlo,
-                         ::testing::Values(std::make_tuple(Link::exp, 0.3, 0.5), std::make_tuple(Link::exp, -2.0, 0.05),
-                                           std::make_tuple(Link::square, 1.5, 0.4), std::make_tuple(Link::square, 0.1, 1.0),
-                                           std::make_tuple(Link::square, -0.7, 0.2),
-                                           std::make_tuple(Link::identity, 2.0, 0.3)),
-                         [](const auto& info) {
-                           return to_string(std::get<0>(info.param)) + "_" + std::to_string(info.index);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Links, PredictMonteCarlo,
+    ::testing::Values(std::make_tuple(Link::exp, 0.3, 0.5), std::make_tuple(Link::exp, -2.0, 0.05),
+                      std::make_tuple(Link::square, 1.5, 0.4), std::make_tuple(Link::square, 0.1, 1.0),
+                      std::make_tuple(Link::square, -0.7, 0.2), std::make_tuple(Link::identity, 2.0, 0.3)),
+    [](const auto& info) { return to_string(std::get<0>(info.param)) + "_" + std::to_string(info.index); });
 
 TEST(Predict, SquareQuantileRootIsAccurateInTheTails) {
   // F(quantile(q)) = q to near machine precision, including extreme levels.

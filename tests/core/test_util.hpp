@@ -10,8 +10,7 @@ namespace vbagg::test {
 
 // A dataset with uneven bag sizes drawn from [min_size, max_size], Gaussian inputs and
 // population weights in [0.5, 2]. Responses suit the likelihood (counts, reals or positives).
-inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index D, LikelihoodKind lik,
-                              unsigned seed) {
+inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index D, LikelihoodKind lik, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   std::uniform_real_distribution<double> unif(0.5, 2.0);
@@ -29,9 +28,15 @@ inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index 
   Vector y(bags);
   for (Index a = 0; a < bags; ++a) {
     switch (lik) {
-      case LikelihoodKind::poisson: y[a] = std::floor(20 * unif(rng)); break;
-      case LikelihoodKind::normal: y[a] = 3 * normal(rng); break;
-      case LikelihoodKind::exponential: y[a] = unif(rng); break;
+      case LikelihoodKind::poisson:
+        y[a] = std::floor(20 * unif(rng));
+        break;
+      case LikelihoodKind::normal:
+        y[a] = 3 * normal(rng);
+        break;
+      case LikelihoodKind::exponential:
+        y[a] = unif(rng);
+        break;
     }
   }
   Dataset d = make_dataset(X, p, bag_of, y);

@@ -1,5 +1,7 @@
 // The input pipeline on files generated here: alignment, nodata, pixel assignment, coordinates,
 // bad units, and the formats users bring.
+#include "io/build_dataset.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -7,7 +9,6 @@
 #include <numeric>
 
 #include "fixtures.hpp"
-#include "io/build_dataset.hpp"
 #include "io/coordinates.hpp"
 
 namespace vbagg {
@@ -178,8 +179,19 @@ TEST(BuildDataset, NodataInEveryFormIsDropped) {
   RasterSpec r = s.spec;
   r.nodata = -9999;
   test::write_raster(s.dir / "rain.tif", r, {rain});
-  test::write_raster(s.dir / "rain_masked.tif", [&] { RasterSpec m = s.spec; m.mask_band = true; return m; }(), {rain},
-                     [] { static std::vector<bool> m(100, false); m[3] = true; return &m; }());
+  test::write_raster(
+      s.dir / "rain_masked.tif",
+      [&] {
+        RasterSpec m = s.spec;
+        m.mask_band = true;
+        return m;
+      }(),
+      {rain},
+      [] {
+        static std::vector<bool> m(100, false);
+        m[3] = true;
+        return &m;
+      }());
   s.config.covariates.push_back({"rain_masked.tif", "", "bilinear"});
   // population: NaN nodata at (4,0)
   auto pop = s.pop;
@@ -254,7 +266,8 @@ TEST(BuildDataset, ProjectedCoordinatesInKilometres) {
     utm.dx = utm.dy = 1000;
     test::write_raster(s.dir / f, utm, {s.elev});
   }
-  test::write_units(s.dir / "utm.gpkg", "GPKG", 32737, {{std::string("u"), 3.0, test::box(500000, 8990000, 510000, 9000000)}});
+  test::write_units(s.dir / "utm.gpkg", "GPKG", 32737,
+                    {{std::string("u"), 3.0, test::box(500000, 8990000, 510000, 9000000)}});
   s.config.units.path = "utm.gpkg";
   const io::BuiltData b = s.build();
   ASSERT_EQ(b.num_coordinates, 2);
@@ -273,7 +286,8 @@ TEST(BuildDataset, GeographicCoordinatesAreChordal) {
   const io::CoordinateMapper map(b.grid);
   map(0, 9, xyz0);
   map(1, 9, xyz1);
-  const double d = std::sqrt(std::pow(xyz0[0] - xyz1[0], 2) + std::pow(xyz0[1] - xyz1[1], 2) + std::pow(xyz0[2] - xyz1[2], 2));
+  const double d =
+      std::sqrt(std::pow(xyz0[0] - xyz1[0], 2) + std::pow(xyz0[1] - xyz1[1], 2) + std::pow(xyz0[2] - xyz1[2], 2));
   EXPECT_NEAR(d, 111.19, 0.1);
 }
 
@@ -300,8 +314,8 @@ TEST(BuildDataset, MultiBandFileGivesOneCovariatePerBand) {
 
 std::vector<Feature> bad_units() {
   return {{std::string("ok"), 5.0, test::box(0, 5, 5, 10)},
-          {std::string("zero"), 1.0, test::box(5, 5, 10, 10)},          // population zero there
-          {std::string("outside"), 2.0, test::box(50, 50, 60, 60)},     // no pixels
+          {std::string("zero"), 1.0, test::box(5, 5, 10, 10)},       // population zero there
+          {std::string("outside"), 2.0, test::box(50, 50, 60, 60)},  // no pixels
           {std::string("missing"), std::monostate{}, test::box(0, 0, 2, 5)},
           {std::string("negative"), -3.0, test::box(2, 0, 4, 5)},
           {std::string("dup"), 1.0, test::box(4, 0, 5, 5)},
@@ -324,8 +338,9 @@ TEST(BuildDataset, BadUnitsStopNamingEveryOne) {
     FAIL();
   } catch (const DataError& e) {
     const std::string m = e.what();
-    for (const char* name : {"'zero': zero population", "'outside': no pixels", "'missing': missing response",
-                             "'negative': negative response", "'dup': duplicate id", "'line': geometry is a Line String, not a polygon"})
+    for (const char* name :
+         {"'zero': zero population", "'outside': no pixels", "'missing': missing response",
+          "'negative': negative response", "'dup': duplicate id", "'line': geometry is a Line String, not a polygon"})
       EXPECT_NE(m.find(name), std::string::npos) << name << " in\n" << m;
     EXPECT_EQ(m.find("'ok'"), std::string::npos);
     EXPECT_EQ(m.find("'bowtie'"), std::string::npos);
@@ -335,7 +350,8 @@ TEST(BuildDataset, BadUnitsStopNamingEveryOne) {
   EXPECT_EQ(b.dataset.bag_ids, (std::vector<std::string>{"ok", "bowtie"}));
   EXPECT_EQ(b.dropped.size(), 7u);
   bool repaired = false;
-  for (const auto& n : b.notes) repaired |= n.find("'bowtie': invalid geometry (Self-intersection") != std::string::npos;
+  for (const auto& n : b.notes)
+    repaired |= n.find("'bowtie': invalid geometry (Self-intersection") != std::string::npos;
   EXPECT_TRUE(repaired);
   EXPECT_GT(b.dataset.bag_size(1), 0);
 }
@@ -398,8 +414,8 @@ TEST(BuildDataset, EndToEndRealisticSet) {
   test::TempDir dir;
   const double res = 0.125;
   RasterSpec cov;
-  cov.width = 48;  // 6 degrees
-  cov.height = 40; // 5 degrees
+  cov.width = 48;   // 6 degrees
+  cov.height = 40;  // 5 degrees
   cov.x0 = 30;
   cov.y0 = -1;
   cov.dx = cov.dy = res;
@@ -411,7 +427,8 @@ TEST(BuildDataset, EndToEndRealisticSet) {
       s.y0 -= 0.03 * res;
     }
     const std::string name = "cov" + std::to_string(k) + ".tif";
-    test::write_raster(dir / name, s, {test::field(s.width, s.height, [k](int c, int r) { return k + 0.1 * c - 0.05 * r; })});
+    test::write_raster(dir / name, s,
+                       {test::field(s.width, s.height, [k](int c, int r) { return k + 0.1 * c - 0.05 * r; })});
     covs.push_back({name, "", "bilinear"});
   }
   RasterSpec pop;

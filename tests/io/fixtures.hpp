@@ -44,7 +44,7 @@ struct RasterSpec {
   int epsg = 4326;                         // 0: no CRS
   GDALDataType type = GDT_Float32;
   std::optional<double> nodata;
-  bool mask_band = false;                  // write an explicit per-dataset mask (.msk)
+  bool mask_band = false;  // write an explicit per-dataset mask (.msk)
   std::vector<std::string> descriptions;
 };
 
@@ -91,8 +91,9 @@ struct Feature {
 
 // Writes a polygon layer named "units" with fields ID (text or integer) and cases (text, real or
 // integer), through the given OGR driver ("GPKG", "ESRI Shapefile", "GeoJSON").
-inline void write_units(const std::string& path, const std::string& driver, int epsg, const std::vector<Feature>& features,
-                        OGRFieldType id_type = OFTString, OGRFieldType response_type = OFTReal) {
+inline void write_units(const std::string& path, const std::string& driver, int epsg,
+                        const std::vector<Feature>& features, OGRFieldType id_type = OFTString,
+                        OGRFieldType response_type = OFTReal) {
   io::ensure_gdal_registered();
   GDALDriver* drv = GetGDALDriverManager()->GetDriverByName(driver.c_str());
   io::DatasetPtr ds(drv->Create(path.c_str(), 0, 0, 0, GDT_Unknown, nullptr));

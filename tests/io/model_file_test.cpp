@@ -1,4 +1,6 @@
 // The model file: exact round trip of every number, clear failures for broken or newer files.
+#include "io/model_file.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,7 +9,6 @@
 
 #include "core/fit.hpp"
 #include "fixtures.hpp"
-#include "io/model_file.hpp"
 
 namespace vbagg {
 namespace {
@@ -51,7 +52,8 @@ io::ModelFile sample_file() {
 }
 
 bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
-  return a.rows() == b.rows() && a.cols() == b.cols() && std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
+  return a.rows() == b.rows() && a.cols() == b.cols() &&
+         std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
 }
 
 TEST(ModelFile, RoundTripsExactly) {
