@@ -36,8 +36,10 @@ std::string to_string(CovarianceMode v) { return v == CovarianceMode::nystrom ? 
 std::string to_string(Aggregation v) { return v == Aggregation::sum ? "sum" : "mean"; }
 
 void ModelSpec::validate() const {
-  if (map_estimate && (likelihood != LikelihoodKind::poisson || link != Link::exp))
-    throw ConfigError("the MAP (nystrom) model is defined for the poisson likelihood with exp link only");
+  const bool map_ok = (likelihood == LikelihoodKind::poisson && link == Link::exp) ||
+                      (likelihood == LikelihoodKind::normal && covariance == CovarianceMode::nystrom);
+  if (map_estimate && !map_ok)
+    throw ConfigError("the MAP (nystrom) model is defined for poisson with exp link and for normal (nystrom covariance)");
   if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
   const std::string combo = "likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) + "'";
   switch (likelihood) {

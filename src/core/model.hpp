@@ -34,7 +34,8 @@ struct ModelSpec {
   bool learn_inducing = false;
   // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
   // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
-  // replaced by the prior penalty prior_precision * |m_v|^2 / 2. Poisson with exp link only.
+  // replaced by the prior penalty prior_precision * |m_v|^2 / 2. Poisson with exp link, or normal
+  // (nystrom covariance, which is zero for a point mass).
   bool map_estimate = false;
   double prior_precision = 1.0;
 

@@ -94,7 +94,12 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     else
       s2.segment(off, len) =
           (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
-    if (needs == BagNeeds::nystrom) T.middleCols(off, len).noalias() = post.B * sb.K;
+    if (needs == BagNeeds::nystrom) {
+      if (model.spec.map_estimate)
+        T.middleCols(off, len).setZero();  // a point mass has no covariance
+      else
+        T.middleCols(off, len).noalias() = post.B * sb.K;
+    }
   }
   m.array() += model.mean;
   KernelCache aa_cache;

@@ -42,6 +42,11 @@ std::vector<Case> likelihood_cases() {
          s.prior_precision = 2.5;
          return s;
        }()},
+      {"normal_sum_map", [&] {
+         ModelSpec s = spec(L::normal, Link::identity, C::nystrom, A::sum);
+         s.map_estimate = true;
+         return s;
+       }()},
   };
 }
 
@@ -103,7 +108,7 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
-                         ::testing::Combine(::testing::Range<size_t>(0, 9), ::testing::Range<size_t>(0, 6)),
+                         ::testing::Combine(::testing::Range<size_t>(0, 10), ::testing::Range<size_t>(0, 6)),
                          [](const auto& info) {
                            return likelihood_cases()[std::get<0>(info.param)].name + "_" +
                                   kernel_cases()[std::get<1>(info.param)].first;

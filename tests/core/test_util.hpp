@@ -63,6 +63,7 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
     m.q_chol(j, j) = 0.4 + 0.3 * std::abs(normal(rng));
     for (Index i = j + 1; i < M; ++i) m.q_chol(i, j) = 0.1 * normal(rng);
   }
+  if (spec.map_estimate) m.q_chol.setZero();  // a point estimate has no L_v
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
   m.log_noise = -0.5;
   m.jitter = 1e-6;
