@@ -90,6 +90,14 @@ void envelope_rows(const OGRGeometry& g, const Grid& grid, int& first, int& last
   if (last < first) last = first;
 }
 
+double envelope_pixels(const OGRGeometry& g, const Grid& grid) {
+  int first, last;
+  envelope_rows(g, grid, first, last);
+  Window w;
+  if (!column_window(g, grid, first, last - first, w)) return 0;
+  return static_cast<double>(w.cols) * static_cast<double>(last - first);
+}
+
 void assign_pixels(const OGRGeometry& g, const Grid& grid, PixelAssignment mode, int row0, int rows,
                    std::vector<PixelShare>& out) {
   out.clear();

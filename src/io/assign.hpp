@@ -25,4 +25,7 @@ void assign_pixels(const OGRGeometry& geometry, const Grid& grid, PixelAssignmen
 // Row range [first, last) of the grid covered by the geometry's envelope (empty when outside).
 void envelope_rows(const OGRGeometry& geometry, const Grid& grid, int& first, int& last);
 
+// Number of grid pixels inside the geometry's envelope: an upper bound of the pixels it gets.
+double envelope_pixels(const OGRGeometry& geometry, const Grid& grid);
+
 }  // namespace vbagg::io

@@ -1,6 +1,9 @@
 #include "build_dataset.hpp"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 
@@ -99,6 +102,22 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   units_spec.path = resolve(units_spec.path, base_dir);
   UnitsRead units = read_units(units_spec, grid.crs_wkt);
   out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
+
+  // Refuse, before any work, a pixel table that cannot fit in this machine's memory (a header
+  // claiming 10^6 x 10^6 pixels, units covering a continent at 30 m).
+  double upper = 0;
+  for (const auto& u : units.units)
+    if (u.geometry && u.problems.empty()) upper += envelope_pixels(*u.geometry, grid);
+  const double bytes = upper * (8.0 * static_cast<double>(Dc + Dx + 2) + 16.0);
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (bytes > 0.8 * memory) {
+    char msg[512];
+    std::snprintf(msg, sizeof msg,
+                  "the units cover up to %.3g pixels of the reference grid '%s' (%d x %d), a pixel table of about "
+                  "%.1f GB; this machine has %.1f GB of memory. Use a coarser grid (data.grid) or crop the rasters",
+                  upper, out.grid_path.c_str(), grid.width, grid.height, bytes / 1e9, memory / 1e9);
+    throw DataError(msg);
+  }
 
   // Pass 1: which pixels each usable unit covers (16 bytes a pixel).
   std::vector<std::vector<PixelShare>> shares(units.units.size());
