@@ -196,23 +196,31 @@ void assign(YAML::Node& root, const std::string& key, const YAML::Node& value) {
 }  // namespace
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides, bool required_data) {
+  if (path.empty()) return parse("", "", fs::current_path().string(), overrides, required_data);
+  if (!fs::exists(path)) throw ConfigError("config file '" + path + "' does not exist");
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read config file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path, fs::absolute(fs::path(path)).parent_path().string(), overrides, required_data);
+}
+
+Config Config::parse(const std::string& text, const std::string& source, const std::string& base_dir,
+                     const std::vector<std::string>& overrides, bool required_data) {
   Config c;
   c.root_ = YAML::Node(YAML::NodeType::Map);
-  if (!path.empty()) {
-    c.source_ = path;
-    c.base_dir_ = fs::absolute(fs::path(path)).parent_path().string();
-    if (!fs::exists(path)) throw ConfigError("config file '" + path + "' does not exist");
+  c.source_ = source;
+  c.base_dir_ = base_dir;
+  if (!source.empty()) {
     try {
-      c.root_ = YAML::LoadFile(path);
+      c.root_ = YAML::Load(text);
     } catch (const YAML::ParserException& e) {
-      throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
+      throw ConfigError(source + ":" + std::to_string(e.mark.line + 1) + ": not valid YAML: " + e.msg);
     } catch (const YAML::Exception& e) {
-      throw ConfigError("cannot read config file '" + path + "': " + e.what());
+      throw ConfigError("cannot read config file '" + source + "': " + e.what());
     }
     if (c.root_.IsNull()) c.root_ = YAML::Node(YAML::NodeType::Map);
-    check_tree(c.root_, "", path);
-  } else {
-    c.base_dir_ = fs::current_path().string();
+    check_tree(c.root_, "", source);
   }
   for (const auto& o : overrides) {
     const auto eq = o.find('=');

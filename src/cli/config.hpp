@@ -16,6 +16,9 @@ class Config {
   // Reads `path` (empty: defaults only), applies "key=value" overrides, validates. Throws
   // ConfigError. required_data: the data.* keys without default must be present.
   static Config load(const std::string& path, const std::vector<std::string>& overrides, bool required_data = true);
+  // The same from YAML text; source names it in messages (empty: defaults only).
+  static Config parse(const std::string& text, const std::string& source, const std::string& base_dir,
+                      const std::vector<std::string>& overrides, bool required_data = true);
   // A resolved configuration saved by an earlier run (run.resolved.yaml or a model's copy).
   static Config from_node(const YAML::Node& resolved, const std::string& base_dir, const std::string& source);
 

@@ -113,7 +113,6 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
   double lr = o.learning_rate;
   long step = 0;
-  int failures = 0;
   FitResult res;
   double prev = NAN;
   std::vector<Index> order = train;
@@ -128,23 +127,24 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       const std::vector<Index> bags(order.begin() + start, order.begin() + std::min(n, start + batch));
       Vector g;
       ObjectiveValue v;
-      bool ok = true;
-      try {
-        v = elbo(model, data, bags, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
-        ok = finite(v, g);
-      } catch (const NumericalError&) {
-        ok = false;
-      }
-      if (!ok) {
-        // Roll back the step that led here and take smaller steps from now on.
-        if (++failures > 20)
+      // A non-finite objective rolls back the step that led here and retries this batch with a
+      // halved learning rate; 20 halvings in a row mean the data cannot be fitted.
+      for (int tries = 0;; ++tries) {
+        bool ok = true;
+        try {
+          v = elbo(model, data, bags, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
+          ok = finite(v, g);
+        } catch (const NumericalError&) {
+          ok = false;
+        }
+        if (ok) break;
+        if (tries == 20)
           throw NumericalError("the objective stayed non-finite after 20 step reductions (learning rate " +
                                std::to_string(lr) + "); the data or settings cannot be fitted");
         theta = last_good;
         model.unpack(theta);
         lr *= 0.5;
         ++res.recovered_steps;
-        continue;
       }
       model.jitter = std::max(model.jitter, v.jitter_used);
       last_good = theta;
@@ -253,7 +253,8 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
   } catch (const std::logic_error&) {
     res.stop_reason = "line_search";
   }
-  if (!std::isfinite(best_f)) throw NumericalError("L-BFGS never evaluated a finite objective");
+  if (!std::isfinite(best_f))
+    throw NumericalError("the objective was non-finite at every point L-BFGS tried; the data or settings cannot be fitted");
   model.unpack(best_x);
   res.elbo = -best_f;
   return res;

@@ -1,12 +1,15 @@
 #include "linalg.hpp"
 
 #include <Eigen/Cholesky>
+#include <cmath>
 #include <sstream>
 
 namespace vbagg {
 
 Matrix jittered_cholesky(const Matrix& K, double& jitter, double max_jitter) {
   const Index m = K.rows();
+  if (!K.allFinite() || !(jitter > 0) || !std::isfinite(max_jitter))
+    throw NumericalError("the inducing-point covariance is not finite (kernel hyperparameters overflowed)");
   for (;;) {
     Matrix A = K;
     A.diagonal().array() += jitter;

@@ -53,6 +53,7 @@ double intensity_variance(Link link, double m, double s2) {
 
 double intensity_quantile(Link link, double m, double s2, double q) {
   check_level(q);
+  if (!std::isfinite(m) || !std::isfinite(s2)) return NAN;
   const double s = std::sqrt(s2);
   switch (link) {
     case Link::exp:

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "atomic_file.hpp"
 #include "core/types.hpp"
@@ -192,9 +193,32 @@ void write_model_file(const std::string& path, const ModelFile& f) {
 
 ModelFile read_model_file(const std::string& path) {
   if (!std::filesystem::exists(path)) throw DataError("model file '" + path + "' does not exist");
+  std::ifstream in(path);
+  if (!in) throw DataError("cannot read model file '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_model_file(text.str(), path);
+}
+
+namespace {
+ModelFile parse_model(const std::string& text, const std::string& path);
+}
+
+ModelFile parse_model_file(const std::string& text, const std::string& path) {
+  // Anything yaml-cpp itself rejects (a value of the wrong type anywhere) is a broken file too.
+  try {
+    return parse_model(text, path);
+  } catch (const YAML::Exception& e) {
+    throw DataError("model file '" + path + "' is broken at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+}
+
+namespace {
+
+ModelFile parse_model(const std::string& text, const std::string& path) {
   YAML::Node root;
   try {
-    root = YAML::LoadFile(path);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     throw DataError("model file '" + path + "' is broken: not valid YAML (" + e.msg + ")");
   }
@@ -292,5 +316,7 @@ ModelFile read_model_file(const std::string& path) {
   read_common(r, root, f, D);
   return f;
 }
+
+}  // namespace
 
 }  // namespace vbagg::io

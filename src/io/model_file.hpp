@@ -45,5 +45,7 @@ struct ModelFile {
 void write_model_file(const std::string& path, const ModelFile& file);
 // Throws DataError naming the file and the missing or broken entry, or the unsupported version.
 ModelFile read_model_file(const std::string& path);
+// The same from the file's text; `path` names it in messages.
+ModelFile parse_model_file(const std::string& text, const std::string& path);
 
 }  // namespace vbagg::io

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <random>
 
@@ -109,6 +110,25 @@ TEST(ModelFile, BrokenEntriesAreNamed) {
   expect_broken("version: 1", "version: 2", "format version 2");
   expect_broken("coordinates: 2", "coordinates: 3", "do not match");
   expect_broken("width: 10", "width: ten", "'grid.width' has the wrong type");
+}
+
+}  // namespace
+}  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+// Inputs the fuzzers found: each must be answered with DataError, never a crash or another
+// exception.
+TEST(ModelFile, FuzzRegressions) {
+  const std::string dir = std::string(VBAGG_SOURCE_DIR) + "/tests/io/fuzz_regressions";
+  int checked = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    SCOPED_TRACE(e.path().string());
+    EXPECT_THROW(io::read_model_file(e.path().string()), DataError);
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
 }
 
 }  // namespace

@@ -1,0 +1,126 @@
+// Numerically hostile problems: the fit either succeeds with a finite model or stops with an
+// explanation; a non-finite objective is rolled back with a smaller step.
+#include <gtest/gtest.h>
+
+#include "core/fit.hpp"
+#include "core/objective.hpp"
+#include "core/predict.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+std::vector<Index> all_bags(const Dataset& d) {
+  std::vector<Index> b(static_cast<size_t>(d.num_bags()));
+  for (Index a = 0; a < d.num_bags(); ++a) b[static_cast<size_t>(a)] = a;
+  return b;
+}
+
+// Fits with Adam and L-BFGS and checks that the result is finite and predicts finite values.
+void expect_fits(const Dataset& d, ModelSpec spec, Index inducing) {
+  for (auto opt : {Optimizer::adam, Optimizer::lbfgs}) {
+    InitOptions init;
+    init.inducing = inducing;
+    Model m = init_model(spec, make_kernel("ard", "none", d.num_inputs(), 0), d, init);
+    FitOptions fo;
+    fo.optimizer = opt;
+    fo.epochs = 30;
+    const FitResult r = fit(m, d, all_bags(d), {}, fo);
+    EXPECT_TRUE(std::isfinite(r.elbo)) << to_string(opt);
+    EXPECT_TRUE(m.pack().allFinite()) << to_string(opt);
+    const Prediction p = predict(m, d.inputs, PredictOptions{});
+    EXPECT_TRUE(p.mean.allFinite()) << to_string(opt);
+    EXPECT_TRUE(p.sd.allFinite()) << to_string(opt);
+  }
+}
+
+TEST(Numerics, ZeroCountsEverywhereStopWithAnExplanation) {
+  Dataset d = test::random_dataset(8, 5, 20, 2, LikelihoodKind::poisson, 1);
+  d.response.setZero();
+  try {
+    init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, InitOptions{});
+    FAIL();
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("no positive response"), std::string::npos);
+  }
+  // Zero counts in some bags are ordinary data.
+  d.response[0] = 12;
+  expect_fits(d, ModelSpec{}, 10);
+}
+
+TEST(Numerics, HugeCounts) {
+  Dataset d = test::random_dataset(8, 5, 20, 2, LikelihoodKind::poisson, 2);
+  d.response *= 1e6;  // counts up to 2 x 10^7
+  expect_fits(d, ModelSpec{}, 10);
+  ModelSpec square;
+  square.link = Link::square;
+  expect_fits(d, square, 10);
+}
+
+TEST(Numerics, CovariatesOfMillionMagnitude) {
+  Dataset d = test::random_dataset(8, 5, 20, 2, LikelihoodKind::poisson, 3);
+  d.inputs = d.inputs * 1e6;
+  d.inputs.array() += 3e6;
+  expect_fits(d, ModelSpec{}, 10);
+}
+
+TEST(Numerics, SingleUnit) { expect_fits(test::random_dataset(1, 30, 30, 2, LikelihoodKind::poisson, 4), ModelSpec{}, 5); }
+
+TEST(Numerics, MoreInducingPointsThanPixels) {
+  const Dataset d = test::random_dataset(3, 2, 3, 2, LikelihoodKind::poisson, 5);
+  InitOptions init;
+  init.inducing = 50;
+  const Model m = init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, init);
+  EXPECT_EQ(m.num_inducing(), d.num_pixels());
+  expect_fits(d, ModelSpec{}, 50);
+}
+
+TEST(Numerics, DuplicatedPixels) {
+  Dataset d = test::random_dataset(6, 4, 8, 2, LikelihoodKind::poisson, 6);
+  for (Index i = 0; i < d.num_pixels(); ++i) d.inputs.col(i) = d.inputs.col(i % 3);  // three distinct inputs
+  InitOptions init;
+  init.inducing = 20;
+  EXPECT_EQ(init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, init).num_inducing(), 3);
+  expect_fits(d, ModelSpec{}, 20);
+  d.inputs.setConstant(1.5);  // every pixel identical
+  expect_fits(d, ModelSpec{}, 20);
+}
+
+TEST(Numerics, NonFiniteStepIsRolledBackWithSmallerSteps) {
+  const Dataset d = test::random_dataset(10, 5, 20, 2, LikelihoodKind::poisson, 7);
+  Model m = init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, InitOptions{});
+  FitOptions fo;
+  fo.learning_rate = 300;  // steps large enough to overflow exp()
+  fo.epochs = 20;
+  fo.batch_bags = 2;
+  std::vector<double> rates;
+  fo.on_epoch = [&](const EpochInfo& e) {
+    rates.push_back(e.learning_rate);
+    return true;
+  };
+  const FitResult r = fit(m, d, all_bags(d), {}, fo);
+  EXPECT_GT(r.recovered_steps, 0);
+  EXPECT_LT(rates.back(), 300);
+  EXPECT_TRUE(m.pack().allFinite());
+  EXPECT_TRUE(std::isfinite(elbo(m, d, nullptr).elbo));
+}
+
+TEST(Numerics, UnrecoverableObjectiveSaysSo) {
+  Dataset d = test::random_dataset(4, 3, 6, 2, LikelihoodKind::poisson, 8);
+  Model m = init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, InitOptions{});
+  d.response[1] = 1e308;  // log-factorial overflows: no step can make the objective finite
+  for (auto opt : {Optimizer::adam, Optimizer::lbfgs}) {
+    FitOptions fo;
+    fo.optimizer = opt;
+    fo.epochs = 5;
+    try {
+      fit(m, d, all_bags(d), {}, fo);
+      FAIL() << to_string(opt);
+    } catch (const NumericalError& e) {
+      EXPECT_NE(std::string(e.what()).find("non-finite"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vbagg
