@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test.
-#   scripts/test.sh              Release build (-O3, host vector ISA) in build/
-#   scripts/test.sh --sanitize   Debug build with AddressSanitizer + UBSan in build-asan/
+#   scripts/test.sh              the whole suite in a Release build (-O3, host vector ISA, build/),
+#                                then again in a Debug build under AddressSanitizer + UBSan
+#                                (build-asan/, LeakSanitizer included)
+#   scripts/test.sh --release    the Release suite only
+#   scripts/test.sh --sanitize   the sanitizer suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-
-build=build
-args=(-DCMAKE_BUILD_TYPE=Release)
-if [ "${1:-}" = "--sanitize" ]; then
-  build=build-asan
-  args=(-DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF)
-  export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
-  export UBSAN_OPTIONS="print_stacktrace=1"
-fi
 jobs=$(nproc)
-cmake -S . -B "$build" "${args[@]}" >/dev/null
-cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+
+release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j "$jobs"
+  ctest --test-dir build --output-on-failure -j "$jobs"
+}
+
+sanitize() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-asan -j "$jobs"
+  LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" UBSAN_OPTIONS="print_stacktrace=1" \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+}
+
+case "${1:-}" in
+  --release) release ;;
+  --sanitize) sanitize ;;
+  "") release && sanitize ;;
+  *) echo "usage: scripts/test.sh [--release|--sanitize]" >&2; exit 2 ;;
+esac

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "../io/fixtures.hpp"
+#include "io/model_file.hpp"
 #include "run.hpp"
 
 namespace vbagg {
@@ -167,6 +168,32 @@ TEST(Docs, ConfigurationReferenceIsCurrent) {
   std::stringstream s;
   s << f.rdbuf();
   EXPECT_EQ(s.str(), r.output) << "regenerate with: build/apps/vbagg-train --markdown-config > docs/configuration.md";
+}
+
+}  // namespace
+}  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+// Training killed at any moment leaves either no model.yaml or a complete one, and a rerun works.
+TEST(Errors, KilledTrainingLeavesNoPartialModel) {
+  Project p;
+  const std::string cfg = p.config("model:\n  inducing: {count: 60}\n");
+  const std::string train = bin("vbagg-train") + " --config " + cfg + " --out " + p.d + "/fit -q --set train.epochs=400";
+  for (double delay : {0.15, 0.4, 0.8}) {
+    const auto r = run("timeout -s KILL " + std::to_string(delay) + " " + train);
+    if (r.code == 0) continue;  // finished before the kill
+    EXPECT_EQ(r.code, 137) << r.output;
+    if (fs::exists(p.d + "/fit/model.yaml")) {
+      EXPECT_NO_THROW(io::read_model_file(p.d + "/fit/model.yaml"));
+    }
+  }
+  const auto r = run(train);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NO_THROW(io::read_model_file(p.d + "/fit/model.yaml"));
+  for (const auto& e : fs::directory_iterator(p.d + "/fit"))
+    EXPECT_EQ(e.path().filename().string().find(".part-"), std::string::npos) << "stale " << e.path();
 }
 
 }  // namespace

@@ -124,3 +124,43 @@ TEST(Numerics, UnrecoverableObjectiveSaysSo) {
 
 }  // namespace
 }  // namespace vbagg
+
+#include <unistd.h>
+
+#include <fstream>
+
+namespace vbagg {
+namespace {
+
+long resident_kb() {
+  std::ifstream f("/proc/self/statm");
+  long pages = 0, resident = 0;
+  f >> pages >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE) / 1024;
+}
+
+// Thousands of Adam steps hold flat memory: nothing grows with the number of steps.
+TEST(Resources, LongTrainingHoldsFlatMemory) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's quarantine makes resident memory grow by design";
+#endif
+  const Dataset d = test::random_dataset(20, 5, 15, 3, LikelihoodKind::poisson, 9);
+  InitOptions init;
+  init.inducing = 10;
+  Model m = init_model(ModelSpec{}, make_kernel("ard", "none", 3, 0), d, init);
+  FitOptions fo;
+  fo.batch_bags = 2;  // 10 steps an epoch
+  fo.learning_rate = 0.005;
+  long after_warmup = 0, last = 0;
+  fo.epochs = 300;  // 3,000 steps
+  fo.on_epoch = [&](const EpochInfo& e) {
+    if (e.epoch == 20) after_warmup = resident_kb();
+    last = resident_kb();
+    return true;
+  };
+  fit(m, d, all_bags(d), {}, fo);
+  EXPECT_LT(last - after_warmup, 2048) << "resident memory grew from " << after_warmup << " kB to " << last << " kB";
+}
+
+}  // namespace
+}  // namespace vbagg
