@@ -133,14 +133,19 @@ int predict_main(int argc, char** argv) {
     io::ensure_writable_dir(out);
 
     const io::DataConfig data = m.config.data_config();
-    for (const auto& l : data.covariates)
-      if (fs::weakly_canonical(l.path).parent_path() == fs::weakly_canonical(out) &&
-          fs::path(l.path).filename().string().rfind("intensity_", 0) == 0)
-        throw ConfigError("--out " + out + " would overwrite the input '" + l.path + "'");
+    // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
+    std::vector<std::string> planned = {"intensity_mean.tif", "intensity_sd.tif", "cases_mean.tif",
+                                        "latent_mean.tif",    "latent_sd.tif",    "units.csv"};
+    for (double q : quantiles) planned.push_back("intensity_q" + level_name(q) + ".tif");
+    for (double t : exceedance) planned.push_back("exceedance_" + level_name(t) + ".tif");
+    std::vector<std::string> inputs = {data.population.path, data.units.path};
+    for (const auto& l : data.covariates) inputs.push_back(l.path);
+    for (const auto& name : planned)
+      for (const auto& in : inputs)
+        if (!in.empty() && fs::weakly_canonical(in) == fs::weakly_canonical(fs::path(out) / name))
+          throw ConfigError("--out " + out + " would overwrite the input '" + in + "'; choose another folder");
     // The reference grid of the configuration (the training grid unless --config names another).
-    std::string grid_path = data.grid == "population" ? data.population.path : data.grid;
-    for (const auto& l : data.covariates)
-      if ((l.name.empty() ? fs::path(l.path).stem().string() : l.name) == data.grid) grid_path = l.path;
+    const std::string grid_path = io::reference_grid_path(data);
     io::Grid grid;
     {
       io::DatasetPtr ref = io::open_raster(grid_path);

@@ -31,14 +31,14 @@ struct Layer {
 };
 
 // The reference grid's source path: 'population', a covariate name, or a raster path.
-std::string grid_source(const DataConfig& c, const std::vector<LayerSpec>& covs, const std::string& base) {
+}  // namespace
+
+std::string reference_grid_path(const DataConfig& c, const std::string& base) {
   if (c.grid.empty() || c.grid == "population") return resolve(c.population.path, base);
-  for (const auto& l : covs)
-    if (l.name == c.grid) return l.path;
+  for (const auto& l : c.covariates)
+    if ((l.name.empty() ? stem(l.path) : l.name) == c.grid) return resolve(l.path, base);
   return resolve(c.grid, base);
 }
-
-}  // namespace
 
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   ensure_gdal_registered();
@@ -61,7 +61,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   check_resampling(pop.resampling, "data.population.resampling");
 
   BuiltData out;
-  out.grid_path = grid_source(config, covs, base_dir);
+  out.grid_path = reference_grid_path(config, base_dir);
   {
     DatasetPtr ref = open_raster(out.grid_path);
     out.grid = Grid::of(*ref, out.grid_path);

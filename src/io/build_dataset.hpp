@@ -41,6 +41,10 @@ struct BuiltData {
 // data (with every offending unit named when on_bad_unit is stop).
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "");
 
+// The raster whose grid every layer is aligned to: data.grid names 'population', a covariate
+// (by its name or file stem) or a raster path; relative paths resolve against base_dir.
+std::string reference_grid_path(const DataConfig& config, const std::string& base_dir = "");
+
 // Log lines for a build: its notes, every unit that lost pixels to missing data (with counts),
 // every dropped unit with its reason, and a closing summary.
 std::vector<std::string> report_lines(const BuiltData& built);

@@ -198,3 +198,27 @@ TEST(Errors, KilledTrainingLeavesNoPartialModel) {
 
 }  // namespace
 }  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+TEST(Errors, PredictionThatWouldOverwriteAnInputIsRefused) {
+  Project p;
+  auto r = p.train("--config " + p.config("model:\n  inducing: {count: 10}\n") + " --out " + p.d + "/fit -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // A covariate stored as latent_mean.tif in the folder the maps would go to.
+  fs::create_directories(p.d + "/maps");
+  fs::copy_file(p.d + "/rainfall.tif", p.d + "/maps/latent_mean.tif");
+  std::ofstream(p.d + "/other.yaml") << "data:\n  covariates:\n    - path: temperature.tif\n"
+                                     << "    - {path: maps/latent_mean.tif, name: rainfall}\n"
+                                     << "  population: {path: population.tif}\n"
+                                     << "  units: {path: units.gpkg, id_field: ID, response_field: cases}\n";
+  const auto before = fs::file_size(p.d + "/maps/latent_mean.tif");
+  expect_error(run(bin("vbagg-predict") + " --model " + p.d + "/fit/model.yaml --config " + p.d + "/other.yaml --out " +
+                   p.d + "/maps"),
+               2, {"would overwrite the input", "latent_mean.tif"});
+  EXPECT_EQ(fs::file_size(p.d + "/maps/latent_mean.tif"), before);
+}
+
+}  // namespace
+}  // namespace vbagg
