@@ -54,7 +54,8 @@ TEST(Hostile, TruncatedGeoTiff) {
 
 TEST(Hostile, CorruptGeoTiff) {
   Files f;
-  std::ofstream(f.dir / "a.tif", std::ios::binary) << std::string("II*\0garbage that is not a tiff at all", 40);
+  static const char bytes[] = "II*\0garbage that is not a tiff at all";
+  std::ofstream(f.dir / "a.tif", std::ios::binary) << std::string(bytes, sizeof bytes - 1);
   const std::string m = f.error<DataError>();
   EXPECT_NE(m.find("cannot open raster"), std::string::npos) << m;
   EXPECT_NE(m.find("a.tif"), std::string::npos) << m;
