@@ -80,7 +80,7 @@ void write_units(const std::string& path, int size, int units) {
   OGRFieldDefn id("ID", OFTString), cases("cases", OFTReal);
   layer->CreateField(&id);
   layer->CreateField(&cases);
-  layer->StartTransaction();
+  if (layer->StartTransaction() != OGRERR_NONE) throw std::runtime_error("cannot write " + path);
   int k = 0;
   for (int j = 0; j < ny; ++j)
     for (int i = 0; i < nx; ++i) {
@@ -94,9 +94,9 @@ void write_units(const std::string& path, int size, int units) {
       f.SetField(0, ("U" + std::to_string(k++)).c_str());
       f.SetField(1, 100.0 + k % 37);
       f.SetGeometry(&poly);
-      layer->CreateFeature(&f);
+      if (layer->CreateFeature(&f) != OGRERR_NONE) throw std::runtime_error("cannot write " + path);
     }
-  layer->CommitTransaction();
+  if (layer->CommitTransaction() != OGRERR_NONE) throw std::runtime_error("cannot write " + path);
 }
 
 }  // namespace
