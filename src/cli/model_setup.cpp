@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <random>
 #include <unordered_map>
 
@@ -70,6 +71,19 @@ FitOptions fit_options(const Config& c, int threads) {
   o.seed = static_cast<unsigned long long>(c.integer("train.seed"));
   o.threads = threads;
   return o;
+}
+
+void refuse_overwriting_inputs(const std::string& out_dir, const std::vector<std::string>& outputs,
+                               const io::DataConfig& data) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> inputs = {data.population.path, data.units.path};
+  for (const auto& l : data.covariates) inputs.push_back(l.path);
+  for (const auto& name : outputs) {
+    const fs::path out = fs::weakly_canonical(fs::path(out_dir) / name);
+    for (const auto& in : inputs)
+      if (!in.empty() && fs::weakly_canonical(in) == out)
+        throw ConfigError("--out " + out_dir + " would overwrite the input '" + in + "'; choose another folder");
+  }
 }
 
 std::vector<Index> bags_of(const Dataset& data, const std::vector<std::string>& ids) {

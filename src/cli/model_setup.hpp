@@ -25,6 +25,11 @@ FitOptions fit_options(const Config& config, int threads);
 // Threads from train.threads (0: every core), overridden by a positive --threads.
 int thread_count(const Config& config, int cli_threads);
 
+// Throws ConfigError when writing any of `outputs` (file names) into out_dir would overwrite one
+// of the configuration's input files.
+void refuse_overwriting_inputs(const std::string& out_dir, const std::vector<std::string>& outputs,
+                               const io::DataConfig& data);
+
 // Maps unit ids to dataset bag indices; unknown ids are skipped.
 std::vector<Index> bags_of(const Dataset& data, const std::vector<std::string>& ids);
 

@@ -138,12 +138,7 @@ int predict_main(int argc, char** argv) {
                                         "latent_mean.tif",    "latent_sd.tif",    "units.csv"};
     for (double q : quantiles) planned.push_back("intensity_q" + level_name(q) + ".tif");
     for (double t : exceedance) planned.push_back("exceedance_" + level_name(t) + ".tif");
-    std::vector<std::string> inputs = {data.population.path, data.units.path};
-    for (const auto& l : data.covariates) inputs.push_back(l.path);
-    for (const auto& name : planned)
-      for (const auto& in : inputs)
-        if (!in.empty() && fs::weakly_canonical(in) == fs::weakly_canonical(fs::path(out) / name))
-          throw ConfigError("--out " + out + " would overwrite the input '" + in + "'; choose another folder");
+    refuse_overwriting_inputs(out, planned, data);
     // The reference grid of the configuration (the training grid unless --config names another).
     const std::string grid_path = io::reference_grid_path(data);
     io::Grid grid;

@@ -30,18 +30,6 @@ std::vector<std::string> ids_of(const Dataset& d, const std::vector<Index>& bags
   return ids;
 }
 
-// Refuses an output folder whose outputs would overwrite one of the run's inputs.
-void check_outputs_are_not_inputs(const std::string& out_dir, const io::DataConfig& data) {
-  std::vector<std::string> inputs = {data.population.path, data.units.path};
-  for (const auto& l : data.covariates) inputs.push_back(l.path);
-  for (const char* name : {"model.yaml", "run.resolved.yaml", "history.csv"}) {
-    const fs::path out = fs::weakly_canonical(fs::path(out_dir) / name);
-    for (const auto& in : inputs)
-      if (fs::weakly_canonical(in) == out)
-        throw ConfigError("--out " + out_dir + " would overwrite the input '" + in + "'; choose another folder");
-  }
-}
-
 }  // namespace
 
 int train_main(int argc, char** argv) {
@@ -73,7 +61,7 @@ int train_main(int argc, char** argv) {
     if (!out.empty()) config.set("output.dir", fs::absolute(out).string());
     const std::string out_dir = config.path("output.dir");
     const io::DataConfig data_config = config.data_config();
-    check_outputs_are_not_inputs(out_dir, data_config);
+    refuse_overwriting_inputs(out_dir, {"model.yaml", "run.resolved.yaml", "history.csv"}, data_config);
     io::ensure_writable_dir(out_dir);
     const int nthreads = thread_count(config, threads);
     const ModelSpec spec = model_spec(config);
