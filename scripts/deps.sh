@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs the Debian packages vbagg builds with, when any is missing. Safe to run repeatedly.
+# Installs the Debian packages vbagg builds with, when any is missing, plus any packages named as
+# arguments (the benchmarks add python3-torch and time). Safe to run repeatedly.
 set -euo pipefail
-packages=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config)
+packages=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config "$@")
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

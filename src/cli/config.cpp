@@ -195,18 +195,18 @@ void assign(YAML::Node& root, const std::string& key, const YAML::Node& value) {
 
 }  // namespace
 
-Config Config::load(const std::string& path, const std::vector<std::string>& overrides, bool required_data) {
-  if (path.empty()) return parse("", "", fs::current_path().string(), overrides, required_data);
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides, RequiredData required) {
+  if (path.empty()) return parse("", "", fs::current_path().string(), overrides, required);
   if (!fs::exists(path)) throw ConfigError("config file '" + path + "' does not exist");
   std::ifstream in(path);
   if (!in) throw ConfigError("cannot read config file '" + path + "'");
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), path, fs::absolute(fs::path(path)).parent_path().string(), overrides, required_data);
+  return parse(text.str(), path, fs::absolute(fs::path(path)).parent_path().string(), overrides, required);
 }
 
 Config Config::parse(const std::string& text, const std::string& source, const std::string& base_dir,
-                     const std::vector<std::string>& overrides, bool required_data) {
+                     const std::vector<std::string>& overrides, RequiredData required) {
   Config c;
   c.root_ = YAML::Node(YAML::NodeType::Map);
   c.source_ = source;
@@ -231,7 +231,8 @@ Config Config::parse(const std::string& text, const std::string& source, const s
   for (const auto& p : all_params()) {
     if (lookup(c.root_, p.key)) continue;
     if (p.default_yaml.empty()) {
-      if (required_data && p.key.rfind("data.", 0) == 0)
+      const bool is_data = p.key.rfind("data.", 0) == 0, is_units = p.key.rfind("data.units.", 0) == 0;
+      if ((required == RequiredData::all && is_data) || (required == RequiredData::not_units && is_data && !is_units))
         throw ConfigError((c.source_.empty() ? std::string("the configuration") : c.source_) + ": " + p.key +
                           " is required (" + p.help + ")");
       continue;

@@ -11,14 +11,22 @@
 
 namespace vbagg::cli {
 
+// Which data.* keys without a default a configuration must give.
+enum class RequiredData {
+  all,         // training and evaluation: covariates, population and units
+  not_units,   // prediction for a new area: units are optional (units.csv only when given)
+  none,
+};
+
 class Config {
  public:
   // Reads `path` (empty: defaults only), applies "key=value" overrides, validates. Throws
-  // ConfigError. required_data: the data.* keys without default must be present.
-  static Config load(const std::string& path, const std::vector<std::string>& overrides, bool required_data = true);
+  // ConfigError.
+  static Config load(const std::string& path, const std::vector<std::string>& overrides,
+                     RequiredData required = RequiredData::all);
   // The same from YAML text; source names it in messages (empty: defaults only).
   static Config parse(const std::string& text, const std::string& source, const std::string& base_dir,
-                      const std::vector<std::string>& overrides, bool required_data = true);
+                      const std::vector<std::string>& overrides, RequiredData required = RequiredData::all);
   // A resolved configuration saved by an earlier run (run.resolved.yaml or a model's copy).
   static Config from_node(const YAML::Node& resolved, const std::string& base_dir, const std::string& source);
 

@@ -21,8 +21,8 @@ bool same_units_source(const LoadedModel& m) {
 }
 
 Config model_config(const io::ModelFile& file, const std::string& model_path, const std::string& config_path,
-                    const std::vector<std::string>& sets) {
-  if (!config_path.empty()) return Config::load(config_path, sets);
+                    const std::vector<std::string>& sets, RequiredData required) {
+  if (!config_path.empty()) return Config::load(config_path, sets, required);
   Config c = Config::from_node(file.config, fs::absolute(model_path).parent_path().string(), model_path + " (config)");
   for (const auto& s : sets) {
     const auto eq = s.find('=');
@@ -35,9 +35,9 @@ Config model_config(const io::ModelFile& file, const std::string& model_path, co
 }  // namespace
 
 LoadedModel load_model(const std::string& model_path, const std::string& config_path,
-                       const std::vector<std::string>& sets) {
+                       const std::vector<std::string>& sets, RequiredData required) {
   io::ModelFile file = io::read_model_file(model_path);
-  Config config = model_config(file, model_path, config_path, sets);
+  Config config = model_config(file, model_path, config_path, sets, required);
   LoadedModel m{std::move(file), std::move(config), true};
   m.same_units = same_units_source(m);
   return m;

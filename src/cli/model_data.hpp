@@ -18,8 +18,9 @@ struct LoadedModel {
   bool same_units = true;   // the configuration's units are those the model was trained on (not a new area)
 };
 
+// `required`: which data.* keys a --config must give (prediction makes the units optional).
 LoadedModel load_model(const std::string& model_path, const std::string& config_path,
-                       const std::vector<std::string>& sets);
+                       const std::vector<std::string>& sets, RequiredData required = RequiredData::all);
 
 // The units' dataset with inputs in the model's order: covariates matched by name and
 // standardised with the model's means and sds, then coordinates. Throws DataError naming a

@@ -64,6 +64,7 @@ FitOptions fit_options(const Config& c, int threads) {
   FitOptions o;
   o.optimizer = parse_optimizer(c.text("train.optimizer"));
   o.learning_rate = c.real("train.learning_rate");
+  o.natgrad_step = c.real("train.natgrad_step");
   o.epochs = static_cast<int>(c.integer("train.epochs"));
   o.batch_bags = c.integer("train.batch_bags");
   o.tolerance = c.real("train.tolerance");

@@ -155,11 +155,14 @@ std::vector<Param> make_params() {
       {"train.optimizer",
        T::choice,
        "adam",
-       {"adam", "lbfgs"},
+       {"adam", "lbfgs", "natgrad"},
        -kInf,
        kInf,
-       "adam: minibatches of bags; lbfgs: full batch (one epoch = one objective evaluation)."},
+       "adam: minibatches of bags; lbfgs: full batch (one epoch = one objective evaluation); natgrad: natural-gradient "
+       "steps for q(v) and Adam for the kernel and mean on the same minibatches (fewer epochs on large problems; "
+       "not for model.kind nystrom, a point estimate)."},
       {"train.learning_rate", T::real, "0.01", {}, 1e-12, 10, "Adam step size."},
+      {"train.natgrad_step", T::real, "0.1", {}, 1e-6, 1, "natgrad: size of the natural-gradient steps for q(v)."},
       {"train.epochs", T::integer, "300", {}, 1, 10000000, "Maximum number of epochs."},
       {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per Adam minibatch."},
       {"train.tolerance",

@@ -121,15 +121,16 @@ int predict_main(int argc, char** argv) {
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-predict", quiet, verbose);
     io::ensure_gdal_registered();
-    io::RasterFormat fmt{format, creation};
+    io::RasterFormat fmt{format, creation, 1};
     fmt.validate();
-    const LoadedModel m = load_model(model_path, config_path, sets);
+    const LoadedModel m = load_model(model_path, config_path, sets, RequiredData::not_units);
     const Model& model = m.file.model;
     if (quantiles.empty()) quantiles = m.config.reals("predict.quantiles");
     if (exceedance.empty()) exceedance = m.config.reals("predict.exceedance");
     for (double q : quantiles)
       if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
     const int nthreads = thread_count(m.config, threads);
+    fmt.threads = nthreads;
     io::ensure_writable_dir(out);
 
     const io::DataConfig data = m.config.data_config();
@@ -213,7 +214,9 @@ int predict_main(int argc, char** argv) {
     po.threads = nthreads;
     const Index D = m.file.kind == "constant" ? 0 : model.num_inputs();
     const Index Dc = static_cast<Index>(m.file.covariates.size());
-    const int strip_rows = 256;
+    // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
+    // covariates) however wide the grid is.
+    const int strip_rows = std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
     Progress progress("predicting", grid.height, !quiet);
     std::vector<std::vector<double>> values(sources.size());
     std::vector<double> pop;

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "inducing.hpp"
+#include "natgrad.hpp"
 #include "objective.hpp"
 #include "predict.hpp"
 
@@ -15,9 +16,20 @@ namespace vbagg {
 Optimizer parse_optimizer(const std::string& s) {
   if (s == "adam") return Optimizer::adam;
   if (s == "lbfgs") return Optimizer::lbfgs;
-  throw ConfigError("unknown optimizer '" + s + "' (allowed: adam, lbfgs)");
+  if (s == "natgrad") return Optimizer::natgrad;
+  throw ConfigError("unknown optimizer '" + s + "' (allowed: adam, lbfgs, natgrad)");
 }
-std::string to_string(Optimizer o) { return o == Optimizer::adam ? "adam" : "lbfgs"; }
+std::string to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::adam:
+      return "adam";
+    case Optimizer::lbfgs:
+      return "lbfgs";
+    case Optimizer::natgrad:
+      return "natgrad";
+  }
+  return "?";
+}
 
 Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& o) {
   spec.validate();
@@ -108,6 +120,13 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   const Index batch = std::max<Index>(1, std::min(o.batch_bags, n));
   ObjectiveOptions obj;
   obj.threads = o.threads;
+  // natgrad: q(v) moves by natural-gradient steps and Adam only moves the parameters after q's,
+  // which come first in Model::pack.
+  const bool natural = o.optimizer == Optimizer::natgrad;
+  obj.q_moments_gradient = natural;
+  const Index M = model.num_inducing();
+  const Index q_params = natural ? M + M * (M + 1) / 2 : 0;
+  double step_size = o.natgrad_step;
   Vector theta = model.pack();
   Vector m1 = Vector::Zero(theta.size()), m2 = Vector::Zero(theta.size());
   const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
@@ -144,6 +163,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         theta = last_good;
         model.unpack(theta);
         lr *= 0.5;
+        step_size *= 0.5;
         ++res.recovered_steps;
       }
       model.jitter = std::max(model.jitter, v.jitter_used);
@@ -155,7 +175,16 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       m1 = b1 * m1 + (1 - b1) * g;
       m2 = b2 * m2 + (1 - b2) * g.cwiseAbs2();
       const double c1 = 1 - std::pow(b1, static_cast<double>(step)), c2 = 1 - std::pow(b2, static_cast<double>(step));
-      theta.array() += lr * (m1.array() / c1) / ((m2.array() / c2).sqrt() + eps);
+      const Index rest = theta.size() - q_params;
+      theta.tail(rest).array() +=
+          lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
+      if (natural) {
+        // A precision that is not positive definite (possible for the square link, whose
+        // likelihood is not log-concave in f) halves the step until it is.
+        double gamma = step_size;
+        while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
+        theta.head(q_params) = model.pack().head(q_params);
+      }
       model.unpack(theta);
     }
     EpochInfo info;
@@ -267,9 +296,16 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (train.empty()) throw DataError("there are no training bags");
   if (options.epochs < 1) throw ConfigError("train.epochs must be at least 1");
   if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
-  HoldoutTracker tracker{data, holdout, options};
-  FitResult res = options.optimizer == Optimizer::adam ? fit_adam(model, data, train, tracker, options)
-                                                       : fit_lbfgs(model, data, train, tracker, options);
+  HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
+  if (options.optimizer == Optimizer::natgrad) {
+    if (model.spec.map_estimate)
+      throw ConfigError(
+          "train.optimizer natgrad needs a variational posterior; a MAP estimate (model.kind nystrom) has none: use adam");
+    if (!(options.natgrad_step > 0 && options.natgrad_step <= 1))
+      throw ConfigError("train.natgrad_step must be in (0, 1]");
+  }
+  FitResult res = options.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, options)
+                                                        : fit_adam(model, data, train, tracker, options);
   if (!holdout.empty()) {
     res.best_holdout_nll = tracker.best;
     res.best_epoch = tracker.best_epoch;

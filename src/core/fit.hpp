@@ -20,7 +20,9 @@ struct InitOptions {
 // kernel by the median heuristic, constant mean matched to the overall rate for the link.
 Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& options);
 
-enum class Optimizer { adam, lbfgs };
+// adam: every parameter by Adam on minibatches. lbfgs: full batch. natgrad: natural-gradient
+// steps for q(v) and Adam for the kernel, mean and noise, on the same minibatches.
+enum class Optimizer { adam, lbfgs, natgrad };
 Optimizer parse_optimizer(const std::string& s);
 std::string to_string(Optimizer o);
 
@@ -35,6 +37,7 @@ struct EpochInfo {
 struct FitOptions {
   Optimizer optimizer = Optimizer::adam;
   double learning_rate = 0.01;
+  double natgrad_step = 0.1;  // natgrad: step size in (0, 1] of the natural-gradient steps
   int epochs = 300;
   Index batch_bags = 16;
   double tolerance = 0;  // stop when |relative change| of the epoch ELBO stays below it (0: off)

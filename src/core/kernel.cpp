@@ -11,50 +11,66 @@ namespace {
 const double kSqrt3 = std::sqrt(3.0);
 const double kSqrt5 = std::sqrt(5.0);
 
-// kappa(r^2) and, when dk is non-null, d kappa / d(r^2), elementwise (vectorised by Eigen).
-// At r = 0 the derivative of matern12 is unbounded but it only ever multiplies a factor that
-// vanishes with r, so 0 is returned there.
-void profile(KernelType type, const Matrix& r2, Eigen::ArrayXXd& k, Eigen::ArrayXXd* dk) {
-  const auto d = r2.array();
+// var * kappa(r^2) of one column of squared distances into k (vectorised by Eigen).
+template <class Out>
+void profile(KernelType type, double var, const Eigen::ArrayXd& r2, Out&& k) {
   switch (type) {
     case KernelType::rbf:
     case KernelType::ard:
-      k = (-0.5 * d).exp();
-      if (dk) *dk = -0.5 * k;
+      k = var * (-0.5 * r2).exp();
       return;
-    case KernelType::matern12: {
-      const Eigen::ArrayXXd r = d.sqrt();
-      k = (-r).exp();
-      if (dk) *dk = (r > 0).select(-k / (2 * r), 0.0);
+    case KernelType::matern12:
+      k = var * (-r2.sqrt()).exp();
       return;
-    }
-    case KernelType::matern32: {
-      const Eigen::ArrayXXd r = d.sqrt(), e = (-kSqrt3 * r).exp();
-      k = (1 + kSqrt3 * r) * e;
-      if (dk) *dk = -1.5 * e;
+    case KernelType::matern32:
+      k = var * (1 + kSqrt3 * r2.sqrt()) * (-kSqrt3 * r2.sqrt()).exp();
       return;
-    }
-    case KernelType::matern52: {
-      const Eigen::ArrayXXd r = d.sqrt(), e = (-kSqrt5 * r).exp();
-      k = (1 + kSqrt5 * r + 5.0 / 3.0 * d) * e;
-      if (dk) *dk = -5.0 / 6.0 * (1 + kSqrt5 * r) * e;
+    case KernelType::matern52:
+      k = var * (1 + kSqrt5 * r2.sqrt() + 5.0 / 3.0 * r2) * (-kSqrt5 * r2.sqrt()).exp();
       return;
-    }
   }
 }
 
-// Rows of the part, divided by the lengthscale(s).
-Matrix scaled(const KernelPart& p, const Matrix& X) {
-  const Vector inv_ls = (-p.log_lengthscale.array()).exp();
-  if (p.log_lengthscale.size() == 1) return X.middleRows(p.begin, p.dim) * inv_ls[0];
-  return inv_ls.asDiagonal() * X.middleRows(p.begin, p.dim);
+// The column's share of the backward pass: with g = dL/dk, returns sum_i g_i k_i (the gradient of
+// log var) and overwrites r2 with dL/d(r^2) = g var dkappa/d(r^2). At r = 0 the derivative of
+// matern12 is unbounded but it only ever multiplies a factor that vanishes with r, so 0 is used.
+template <class Col, class Grad>
+double profile_backward(KernelType type, double var, Col&& r2, const Grad& g, Eigen::ArrayXd& tmp) {
+  double gk = 0;
+  switch (type) {
+    case KernelType::rbf:
+    case KernelType::ard:
+      tmp = var * (-0.5 * r2).exp();
+      gk = (g * tmp).sum();
+      r2 = -0.5 * g * tmp;
+      break;
+    case KernelType::matern12:
+      tmp = r2.sqrt();
+      r2 = var * (-tmp).exp();  // k
+      gk = (g * r2).sum();
+      r2 = (tmp > 0).select(-g * r2 / (2 * tmp), 0.0);
+      break;
+    case KernelType::matern32:
+      tmp = var * (-kSqrt3 * r2.sqrt()).exp();
+      gk = (g * (1 + kSqrt3 * r2.sqrt()) * tmp).sum();
+      r2 = -1.5 * g * tmp;
+      break;
+    case KernelType::matern52:
+      tmp = var * (-kSqrt5 * r2.sqrt()).exp();
+      gk = (g * (1 + kSqrt5 * r2.sqrt() + 5.0 / 3.0 * r2) * tmp).sum();
+      r2 = -5.0 / 6.0 * g * (1 + kSqrt5 * r2.sqrt()) * tmp;
+      break;
+  }
+  return gk;
 }
 
-void sqdist(const Matrix& Z1, const Matrix& Z2, Matrix& D) {
-  D.noalias() = -2.0 * Z1.transpose() * Z2;
-  D.colwise() += Z1.colwise().squaredNorm().transpose();
-  D.rowwise() += Z2.colwise().squaredNorm();
-  D = D.cwiseMax(0.0);
+// Rows of the part, divided by the lengthscale(s), into z.
+void scale_inputs(const KernelPart& p, const Eigen::Ref<const Matrix>& X, Buffer& z) {
+  auto out = z.shape(p.dim, X.cols());
+  if (p.log_lengthscale.size() == 1)
+    out = X.middleRows(p.begin, p.dim) * std::exp(-p.log_lengthscale[0]);
+  else
+    out = (-p.log_lengthscale.array()).exp().matrix().asDiagonal() * X.middleRows(p.begin, p.dim);
 }
 
 }  // namespace
@@ -145,38 +161,59 @@ void Kernel::diag_backward(double g, Vector& grad) const {
 }
 
 void Kernel::cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* cache) const {
-  K.setZero(X1.cols(), X2.cols());
-  if (cache) cache->sqdist.resize(parts_.size());
-  Matrix local;
+  K.resize(X1.cols(), X2.cols());
+  KernelCache local;
+  cross_into(X1, X2, K, cache ? *cache : local);
+}
+
+void Kernel::cross_into(const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2, Eigen::Ref<Matrix> K,
+                        KernelCache& cache) const {
+  const Index n1 = X1.cols(), n2 = X2.cols();
+  cache.parts.resize(parts_.size());
   for (size_t c = 0; c < parts_.size(); ++c) {
     const auto& p = parts_[c];
-    Matrix& D = cache ? cache->sqdist[c] : local;
-    sqdist(scaled(p, X1), scaled(p, X2), D);
-    Eigen::ArrayXXd k;
-    profile(p.type, D, k, nullptr);
-    K.array() += std::exp(p.log_variance) * k;
+    auto& pc = cache.parts[c];
+    scale_inputs(p, X1, pc.z1);
+    scale_inputs(p, X2, pc.z2);
+    const auto z1 = pc.z1.view(), z2 = pc.z2.view();
+    auto r2 = pc.r2.shape(n1, n2);
+    r2.noalias() = -2.0 * z1.transpose() * z2;
+    cache.norms1 = z1.colwise().squaredNorm().transpose().array();
+    cache.norms2 = z2.colwise().squaredNorm().transpose().array();
+    const double var = std::exp(p.log_variance);
+    // One pass per column: finish the distances (kept for the backward pass) and add the part.
+    for (Index j = 0; j < n2; ++j) {
+      auto d = r2.col(j).array();
+      d = (d + cache.norms1 + cache.norms2[j]).max(0.0);
+      cache.column = d;
+      if (c == 0)
+        profile(p.type, var, cache.column, K.col(j).array());
+      else
+        profile(p.type, var, cache.column, cache.column), K.col(j).array() += cache.column;
+    }
   }
 }
 
-void Kernel::cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G, const KernelCache& cache,
-                            Vector& grad_theta, Matrix* grad_X1) const {
+void Kernel::cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta,
+                            Matrix* grad_X1) const {
   Index offset = 0;
-  Matrix H;
+  Matrix Z2Ht;
   for (size_t c = 0; c < parts_.size(); ++c) {
     const auto& p = parts_[c];
-    const Matrix& D = cache.sqdist[c];
+    auto& pc = cache.parts[c];
+    const auto z1 = pc.z1.view(), z2 = pc.z2.view();
+    auto H = pc.r2.view();  // becomes dL/d(r^2_ij)
     const double var = std::exp(p.log_variance);
-    Eigen::ArrayXXd k, dk;
-    profile(p.type, D, k, &dk);
-    grad_theta[offset] += var * (G.array() * k).sum();
-    H = (G.array() * (var * dk)).matrix();  // dL/d(r^2_ij)
+    double g_log_var = 0;
+    for (Index j = 0; j < H.cols(); ++j)
+      g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
+    grad_theta[offset] += g_log_var;
 
     // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
-    const Matrix Z1 = scaled(p, X1), Z2 = scaled(p, X2);
     const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
-    const Matrix Z2Ht = Z2 * H.transpose();  // dim x n1
-    const Vector per_dim = Z1.array().square().matrix() * h1 + Z2.array().square().matrix() * h2 -
-                           2.0 * Z1.cwiseProduct(Z2Ht).rowwise().sum();
+    Z2Ht.noalias() = z2 * H.transpose();  // dim x n1
+    const Vector per_dim = z1.array().square().matrix() * h1 + z2.array().square().matrix() * h2 -
+                           2.0 * z1.cwiseProduct(Z2Ht).rowwise().sum();
     if (p.log_lengthscale.size() == 1)
       grad_theta[offset + 1] += -2.0 * per_dim.sum();
     else
@@ -185,7 +222,7 @@ void Kernel::cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G,
     if (grad_X1) {
       // d r^2_ij / d x1_id = 2 (z1_id - z2_jd) / l_d
       const Vector inv_ls = (-p.log_lengthscale.array()).exp();
-      Matrix g = 2.0 * (Z1 * h1.asDiagonal() - Z2Ht);
+      Matrix g = 2.0 * (z1 * h1.asDiagonal() - Z2Ht);
       if (inv_ls.size() == 1)
         g *= inv_ls[0];
       else

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "buffer.hpp"
 #include "types.hpp"
 
 namespace vbagg {
@@ -25,10 +26,16 @@ struct KernelPart {
   Index num_params() const { return 1 + log_lengthscale.size(); }
 };
 
-// Scratch of a cross-covariance evaluation: the scaled squared distances of each part, kept so
-// that the backward pass does not recompute them.
+// Scratch of a cross-covariance evaluation, kept for its backward pass: per part, the inputs
+// divided by the lengthscales and the scaled squared distances. Reusing one cache across
+// evaluations of varying size allocates only when a larger one comes.
 struct KernelCache {
-  std::vector<Matrix> sqdist;
+  struct Part {
+    Buffer z1, z2;  // dim x n1, dim x n2
+    Buffer r2;      // n1 x n2; cross_backward overwrites it with dL/d(r^2)
+  };
+  std::vector<Part> parts;
+  Eigen::ArrayXd column, norms1, norms2;
 };
 
 // k(x, x') = sum of parts. The malaria kernel is ard on covariates + matern32 on coordinates.
@@ -49,11 +56,14 @@ class Kernel {
   // Adds g * d k(x,x) / d theta to grad (the gradient of a term g * k(x, x)).
   void diag_backward(double g, Vector& grad) const;
 
-  // K = k(X1, X2) for inputs stored one per column (D x n1, D x n2).
+  // K = k(X1, X2) for inputs stored one per column (D x n1, D x n2); K is resized.
   void cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* cache = nullptr) const;
-  // Given G = dL/dK for K = k(X1, X2) computed with `cache`, adds dL/dtheta to grad_theta and,
-  // when grad_X1 is non-null, dL/dX1 (D x n1) to *grad_X1.
-  void cross_backward(const Matrix& X1, const Matrix& X2, const Matrix& G, const KernelCache& cache, Vector& grad_theta,
+  // The same into a preallocated n1 x n2 K, in one pass over K per part (no temporaries).
+  void cross_into(const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2, Eigen::Ref<Matrix> K,
+                  KernelCache& cache) const;
+  // Given G = dL/dK for the last evaluation that filled `cache`, adds dL/dtheta to grad_theta and,
+  // when grad_X1 is non-null, dL/dX1 (D x n1) to *grad_X1. Consumes the cache.
+  void cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta,
                       Matrix* grad_X1) const;
 
  private:

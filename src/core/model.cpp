@@ -161,20 +161,33 @@ Posterior compute_posterior(const Model& model) {
   p.Linv = lower_inverse(p.L);
   p.alpha = p.Linv.transpose() * model.q_mean;
   p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Linv;
-  p.Q = p.Linv.transpose() * p.Linv - p.B.transpose() * p.B;
+  // Q = Linv^T Linv - B^T B as two symmetric rank updates (half the flops of two products).
+  p.Q = Matrix::Zero(p.L.rows(), p.L.cols());
+  p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
+  p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.B.transpose(), -1.0);
+  p.Q = p.Q.selfadjointView<Eigen::Lower>();
   return p;
 }
 
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var) {
-  Matrix K;
-  model.kernel.cross(model.inducing, X, K);
+  mean.resize(X.cols());
+  var.resize(X.cols());
+  LatentScratch scratch;
+  latent_marginals_into(model, post, X, mean, var, scratch);
+}
+
+void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
+                           Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch) {
+  const auto K = scratch.K.shape(model.num_inducing(), X.cols());
+  model.kernel.cross_into(model.inducing, X, K, scratch.kernel);
   mean.noalias() = K.transpose() * post.alpha;
   mean.array() += model.mean;
   if (model.spec.map_estimate) {
-    var.setZero(X.cols());  // a point estimate carries no uncertainty
+    var.setZero();  // a point estimate carries no uncertainty
     return;
   }
-  const Matrix R = post.Q * K;
+  auto R = scratch.R.shape(model.num_inducing(), X.cols());
+  R.noalias() = post.Q * K;
   var = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
 }
 

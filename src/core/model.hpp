@@ -96,6 +96,17 @@ Posterior compute_posterior(const Model& model);
 // Per-pixel mean and variance of f for inputs stored one per column.
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var);
 
+// Buffers of latent_marginals_into, kept by a caller that predicts block after block so the
+// M x block matrices are allocated once.
+struct LatentScratch {
+  Buffer K, R;
+  KernelCache kernel;
+};
+
+// The same into preallocated outputs of X.cols() entries.
+void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
+                           Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch);
+
 // KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty); adds its gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 

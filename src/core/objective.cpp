@@ -21,11 +21,11 @@ struct Accumulator {
   Vector g_kernel;
   Matrix g_inducing;
 
-  Accumulator(Index M, Index D, Index P, bool with_B) {
+  Accumulator(Index M, Index D, Index P, BagNeeds needs) {
     g_alpha = Vector::Zero(M);
     g_Q_lower = Matrix::Zero(M, M);
-    g_Q = Matrix::Zero(M, M);
-    if (with_B) g_B = Matrix::Zero(M, M);
+    if (needs == BagNeeds::exact) g_Q = Matrix::Zero(M, M);
+    if (needs == BagNeeds::nystrom) g_B = Matrix::Zero(M, M);
     g_kernel = Vector::Zero(P);
     g_inducing = Matrix::Zero(D, M);
   }
@@ -33,7 +33,7 @@ struct Accumulator {
     value += o.value;
     g_alpha += o.g_alpha;
     g_Q_lower += o.g_Q_lower;
-    g_Q += o.g_Q;
+    if (g_Q.size()) g_Q += o.g_Q;
     if (g_B.size()) g_B += o.g_B;
     g_mean += o.g_mean;
     g_kdiag += o.g_kdiag;
@@ -45,23 +45,24 @@ struct Accumulator {
 
 // Scratch of one pixel block, kept between the forward and backward pass of a bag.
 struct BlockScratch {
-  Matrix K;            // k(W, X_block), M x len
-  Matrix R;            // Q K
-  KernelCache kernel;  // squared distances for the kernel backward
+  Buffer K;            // k(W, X_block), M x len
+  Buffer R;            // Q K; the backward pass turns it into dL/dK
+  KernelCache kernel;  // distances for the kernel backward
 };
 
-// Per-slot scratch, reused from bag to bag so the large buffers are allocated once per slot.
+// Per-thread scratch, reused from bag to bag so the large buffers are allocated once per thread.
 struct Workspace {
   std::vector<BlockScratch> blocks;
-  Matrix dK, U;
+  Buffer U;
 };
 
-// K, R and the kernel cache of pixels [begin, begin + len) of the data.
+// K and R of pixels [begin, begin + len) of the data.
 void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
-                   bool with_grad, BlockScratch& b) {
-  const Matrix X = data.inputs.middleCols(begin, len);
-  model.kernel.cross(model.inducing, X, b.K, with_grad ? &b.kernel : nullptr);
-  b.R.noalias() = post.Q * b.K;
+                   BlockScratch& b) {
+  const Index M = model.num_inducing();
+  auto K = b.K.shape(M, len);
+  model.kernel.cross_into(model.inducing, data.inputs.middleCols(begin, len), K, b.kernel);
+  b.R.shape(M, len).noalias() = post.Q * K;
 }
 
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
@@ -75,9 +76,11 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   const Index blocks = (n + block - 1) / block;
   const double bytes_per_block = static_cast<double>(M) * static_cast<double>(block) * 8.0 *
                                  (2.0 + static_cast<double>(model.kernel.parts().size()));
-  const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
-  if (static_cast<Index>(ws.blocks.size()) < (keep ? blocks : 1)) ws.blocks.resize(keep ? blocks : 1);
-  auto scratch = [&](Index b) -> BlockScratch& { return ws.blocks[keep ? b : 0]; };
+  const bool keep = !with_grad || blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
+  // Without a gradient nothing is kept for a backward pass: one scratch serves every block.
+  const bool one_scratch = !with_grad || !keep;
+  if (static_cast<Index>(ws.blocks.size()) < (one_scratch ? 1 : blocks)) ws.blocks.resize(one_scratch ? 1 : blocks);
+  auto scratch = [&](Index b) -> BlockScratch& { return ws.blocks[one_scratch ? 0 : b]; };
   auto len_of = [&](Index b) { return std::min(block, n - b * block); };
 
   const Vector w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
@@ -87,26 +90,27 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   for (Index b = 0; b < blocks; ++b) {
     BlockScratch& sb = scratch(b);
     const Index off = b * block, len = len_of(b);
-    forward_block(model, post, data, begin + off, len, with_grad, sb);
-    m.segment(off, len).noalias() = sb.K.transpose() * post.alpha;
+    forward_block(model, post, data, begin + off, len, sb);
+    const auto K = sb.K.view(), R = sb.R.view();
+    m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
       s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
     else
-      s2.segment(off, len) =
-          (post.kdiag - sb.K.cwiseProduct(sb.R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+      s2.segment(off, len) = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     if (needs == BagNeeds::nystrom) {
       if (model.spec.map_estimate)
         T.middleCols(off, len).setZero();  // a point mass has no covariance
       else
-        T.middleCols(off, len).noalias() = post.B * sb.K;
+        T.middleCols(off, len).noalias() = post.B * K;
     }
   }
   m.array() += model.mean;
   KernelCache aa_cache;
   if (needs == BagNeeds::exact) {
-    const Matrix Xa = data.inputs.middleCols(begin, n);
-    model.kernel.cross(Xa, Xa, C, with_grad ? &aa_cache : nullptr);
-    C.noalias() -= ws.blocks[0].K.transpose() * ws.blocks[0].R;
+    const auto Xa = data.inputs.middleCols(begin, n);
+    C.resize(n, n);
+    model.kernel.cross_into(Xa, Xa, C, aa_cache);
+    C.noalias() -= ws.blocks[0].K.view().transpose() * ws.blocks[0].R.view();
   }
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
   BagGradient g;
@@ -123,49 +127,61 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   if (needs == BagNeeds::exact) {
     g.gC *= scale;
     gCsym = 0.5 * (g.gC + g.gC.transpose());
-    const Matrix Xa = data.inputs.middleCols(begin, n);
-    model.kernel.cross_backward(Xa, Xa, gCsym, aa_cache, acc.g_kernel, nullptr);
+    model.kernel.cross_backward(gCsym, aa_cache, acc.g_kernel, nullptr);
   }
   for (Index b = 0; b < blocks; ++b) {
     BlockScratch& sb = scratch(b);
     const Index off = b * block, len = len_of(b);
-    if (!keep) forward_block(model, post, data, begin + off, len, true, sb);
-    const Matrix& K = sb.K;
+    if (!keep) forward_block(model, post, data, begin + off, len, sb);
+    const auto K = sb.K.view();
+    auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
     const auto gs2 = g.gs2.segment(off, len);
     acc.g_alpha.noalias() += K * gm;
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T, split by sign into two symmetric rank updates.
     const Vector pos = gs2.cwiseMax(0.0).cwiseSqrt(), neg = (-gs2).cwiseMax(0.0).cwiseSqrt();
     if (pos.any()) {
-      ws.U.noalias() = K * pos.asDiagonal();
-      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(ws.U, -1.0);
+      auto U = ws.U.shape(M, len);
+      U.noalias() = K * pos.asDiagonal();
+      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, -1.0);
     }
     if (neg.any()) {
-      ws.U.noalias() = K * neg.asDiagonal();
-      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(ws.U, 1.0);
-    }
-    // dL/dK_W,block from m and s2 (and T or C).
-    ws.dK.noalias() = post.alpha * gm.transpose();
-    ws.dK.noalias() -= 2.0 * sb.R * gs2.asDiagonal();
-    if (needs == BagNeeds::nystrom) {
-      acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
-      ws.dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
+      auto U = ws.U.shape(M, len);
+      U.noalias() = K * neg.asDiagonal();
+      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, 1.0);
     }
     if (needs == BagNeeds::exact) {
       acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
-      ws.dK.noalias() -= 2.0 * sb.R * gCsym;
+      // dL/dK from C = ... - K^T R, before R is overwritten.
+      ws.U.shape(M, len).noalias() = -2.0 * dK * gCsym;
     }
-    model.kernel.cross_backward(model.inducing, data.inputs.middleCols(begin + off, len), ws.dK, sb.kernel,
-                                acc.g_kernel, model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+    // dL/dK from m and s2 (and T or C).
+    for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
+    if (needs == BagNeeds::nystrom) {
+      acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
+      dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
+    }
+    if (needs == BagNeeds::exact) dK += ws.U.view();
+    model.kernel.cross_backward(dK, sb.kernel, acc.g_kernel, model.spec.learn_inducing ? &acc.g_inducing : nullptr);
   }
 }
 
 // From the accumulated gradients with respect to (alpha, Q, B) to (m_v, L_v, L_W) and then
 // through the Cholesky of K_WW to the kernel and W.
-void finish_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g) {
-  Matrix gQ = acc.g_Q + acc.g_Q_lower.selfadjointView<Eigen::Lower>().toDenseMatrix();
-  gQ = 0.5 * (gQ + gQ.transpose());
+void finish_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g,
+                     ObjectiveValue* moments) {
+  Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
+  if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
   const Matrix& Linv = post.Linv;
+  if (moments) {
+    // alpha = Linv^T m_v; Q = Linv^T Linv - Linv^T S_v Linv; and every bag term reads T = B K only
+    // through T^T T = K^T Linv^T S_v Linv K, so dL/dS_v = L_v^{-T} dL/dB Linv^T / 2.
+    moments->grad_q_mean = Linv * acc.g_alpha;
+    Matrix gS = -(Linv * gQ * Linv.transpose());
+    if (acc.g_B.size())
+      gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Linv.transpose());
+    moments->grad_q_cov = 0.5 * (gS + gS.transpose());
+  }
   // Q = Linv^T Linv - B^T B, B = L_v^T Linv, alpha = Linv^T m_v.
   Matrix gB = -2.0 * post.B * gQ;
   if (acc.g_B.size()) gB += acc.g_B;
@@ -187,8 +203,7 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
   Matrix Kww;
   model.kernel.cross(model.inducing, model.inducing, Kww, &cache);
   Matrix gW = Matrix::Zero(model.num_inputs(), model.num_inducing());
-  model.kernel.cross_backward(model.inducing, model.inducing, gK, cache, g.kernel,
-                              model.spec.learn_inducing ? &gW : nullptr);
+  model.kernel.cross_backward(gK, cache, g.kernel, model.spec.learn_inducing ? &gW : nullptr);
   g.inducing += 2.0 * gW;  // W appears on both sides of K_WW and gK is symmetric
 }
 
@@ -209,16 +224,19 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   std::vector<Accumulator> acc;
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
-    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, with_grad && needs == BagNeeds::nystrom);
+    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, with_grad ? needs : BagNeeds::marginals);
 
-  // Slot s handles bags s, s + slots, ... in order; slots are spread over threads.
+  // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
+  // keeps one workspace for all its slots.
   std::vector<std::exception_ptr> errors(slots);
-  std::vector<Workspace> workspaces(slots);
-#pragma omp parallel for schedule(static, 1) num_threads(std::max(1, options.threads))
+  const int threads = std::max(1, options.threads);
+  std::vector<Workspace> workspaces(threads);
+#pragma omp parallel for schedule(static, 1) num_threads(threads)
   for (int s = 0; s < slots; ++s) {
     try {
+      Workspace& ws = workspaces[omp_get_thread_num()];
       for (size_t k = s; k < bags.size(); k += slots)
-        process_bag(model, post, data, bags[k], scale, needs, with_grad, options, workspaces[s], acc[s]);
+        process_bag(model, post, data, bags[k], scale, needs, with_grad, options, ws, acc[s]);
     } catch (...) {
       errors[s] = std::current_exception();
     }
@@ -231,7 +249,9 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   out.data_term = acc[0].value;
   out.jitter_used = post.jitter_used;
   ModelGradient g(model);
-  if (with_grad) finish_gradient(model, post, acc[0], g);
+  if (with_grad)
+    finish_gradient(model, post, acc[0], g,
+                    options.q_moments_gradient && !model.spec.map_estimate ? &out : nullptr);
   ModelGradient gkl(model);
   out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;

@@ -15,9 +15,13 @@ struct ObjectiveOptions {
   int slots = 8;
   // Pixels per block of the bag pass (except in exact mode, which takes each bag whole).
   Index block = 2048;
-  // Per slot, the blocks of a bag keep their kernel matrices for the backward pass while they
-  // fit in this many MiB; larger bags recompute them instead.
-  double cache_mb = 64;
+  // Per thread, the blocks of a bag keep their kernel matrices for the backward pass while they
+  // fit in this many MiB; larger bags recompute them instead (at M = 576 this keeps bags of up
+  // to about 14,000 pixels).
+  double cache_mb = 256;
+  // Also return the gradient of the data term with respect to q's mean and covariance (for
+  // natural-gradient steps). Ignored for a MAP estimate, which has no covariance.
+  bool q_moments_gradient = false;
 };
 
 struct ObjectiveValue {
@@ -25,6 +29,10 @@ struct ObjectiveValue {
   double data_term = 0;  // sum_a l_a over the given bags (unscaled)
   double kl = 0;
   double jitter_used = 0;
+  // With ObjectiveOptions::q_moments_gradient: d(scale * data_term)/dm_v and the symmetric
+  // d(scale * data_term)/dS_v, S_v = L_v L_v^T (the KL is not included).
+  Vector grad_q_mean;
+  Matrix grad_q_cov;
 };
 
 // ELBO estimate from the given bags: (scale) * sum_{a in bags} l_a - KL, where scale is

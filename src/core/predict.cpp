@@ -100,13 +100,15 @@ void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& v
   mean.resize(N);
   var.resize(N);
   const Index blocks = (N + block - 1) / block;
-#pragma omp parallel for schedule(static) num_threads(std::max(1, threads))
-  for (Index b = 0; b < blocks; ++b) {
-    const Index begin = b * block, len = std::min(block, N - begin);
-    Vector m, v;
-    latent_marginals(model, post, X.middleCols(begin, len), m, v);
-    mean.segment(begin, len) = m;
-    var.segment(begin, len) = v;
+#pragma omp parallel num_threads(std::max(1, threads))
+  {
+    LatentScratch scratch;
+#pragma omp for schedule(static)
+    for (Index b = 0; b < blocks; ++b) {
+      const Index begin = b * block, len = std::min(block, N - begin);
+      latent_marginals_into(model, post, X.middleCols(begin, len), mean.segment(begin, len), var.segment(begin, len),
+                            scratch);
+    }
   }
 }
 
@@ -220,45 +222,54 @@ namespace vbagg {
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
                             unsigned long long seed) {
   const Posterior post = compute_posterior(model);
-  Matrix K;
-  model.kernel.cross(model.inducing, X, K);
   const Index n = X.cols(), M = model.num_inducing();
-  Vector m = K.transpose() * post.alpha;
-  m.array() += model.mean;
-  const Vector s2 =
-      (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
-  const Matrix T = post.B * K;
-  // A MAP estimate has no latent uncertainty: only the observation noise remains.
-  const Vector resid_sd = model.spec.map_estimate
-                              ? Vector::Zero(n)
-                              : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
   Vector w = w_in;
   if (model.spec.likelihood == LikelihoodKind::normal && model.spec.aggregation == Aggregation::mean) w /= w.sum();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
-  Matrix Z(M, samples), E(n, samples);
+  // f = m + T^T z + r e with z ~ N(0, I_M) shared by the unit's pixels and e independent per
+  // pixel; the unit's total is accumulated block by block so memory does not grow with its size.
+  Matrix Z(M, samples);
   for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);
-  for (Index i = 0; i < E.size(); ++i) E.data()[i] = normal(rng);
-  Matrix F = model.spec.map_estimate ? Matrix(Matrix::Zero(n, samples)) : Matrix(T.transpose() * Z);
-  F += resid_sd.asDiagonal() * E;
-  F.colwise() += m;
+  Vector eta = Vector::Zero(samples);
+  const Index block = 4096;
+  Matrix K, T, F;
+  for (Index begin = 0; begin < n; begin += block) {
+    const Index len = std::min(block, n - begin);
+    model.kernel.cross(model.inducing, X.middleCols(begin, len), K);
+    Vector m = K.transpose() * post.alpha;
+    m.array() += model.mean;
+    const Vector s2 =
+        (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    T.noalias() = post.B * K;
+    // A MAP estimate has no latent uncertainty: only the observation noise remains.
+    const Vector resid_sd = model.spec.map_estimate
+                                ? Vector::Zero(len)
+                                : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
+    if (model.spec.map_estimate)
+      F.setZero(len, samples);
+    else
+      F.noalias() = T.transpose() * Z;
+    for (int s = 0; s < samples; ++s)
+      for (Index i = 0; i < len; ++i) {
+        const double f = F(i, s) + m[i] + resid_sd[i] * normal(rng);
+        eta[s] += w[begin + i] * (model.spec.link == Link::exp      ? std::exp(f)
+                                  : model.spec.link == Link::square ? f * f
+                                                                    : f);
+      }
+  }
   Vector draws(samples);
   const double noise_sd = std::sqrt(std::exp(model.log_noise) * w.squaredNorm());
   for (int s = 0; s < samples; ++s) {
-    double eta = 0;
-    for (Index i = 0; i < n; ++i) {
-      const double f = F(i, s);
-      eta += w[i] * (model.spec.link == Link::exp ? std::exp(f) : model.spec.link == Link::square ? f * f : f);
-    }
     switch (model.spec.likelihood) {
       case LikelihoodKind::poisson:
-        draws[s] = eta > 0 ? static_cast<double>(std::poisson_distribution<long long>(eta)(rng)) : 0.0;
+        draws[s] = eta[s] > 0 ? static_cast<double>(std::poisson_distribution<long long>(eta[s])(rng)) : 0.0;
         break;
       case LikelihoodKind::normal:
-        draws[s] = eta + noise_sd * normal(rng);
+        draws[s] = eta[s] + noise_sd * normal(rng);
         break;
       case LikelihoodKind::exponential:
-        draws[s] = std::exponential_distribution<double>(1.0 / eta)(rng);
+        draws[s] = std::exponential_distribution<double>(1.0 / eta[s])(rng);
         break;
     }
   }

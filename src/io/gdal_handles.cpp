@@ -14,6 +14,10 @@ void ensure_gdal_registered() {
     GDALAllRegister();
     // GDAL would print its own warnings to stderr; vbagg reports problems itself.
     CPLSetErrorHandler(CPLQuietErrorHandler);
+    // vbagg reads and writes strip by strip, so a few strips of tiles is all the block cache
+    // needs; GDAL's default (5 % of RAM) would grow the footprint with the machine. A
+    // GDAL_CACHEMAX set by the user wins.
+    if (!CPLGetConfigOption("GDAL_CACHEMAX", nullptr)) GDALSetCacheMax64(512LL << 20);
   });
 }
 

@@ -44,16 +44,20 @@ struct Reader {
     }
   }
   Vector vec(const YAML::Node& n, const std::string& key, const std::string& where, Index expect = -1) const {
-    const YAML::Node s = at(n, key, where);
-    if (!s.IsSequence()) broken("'" + where + key + "' must be a list of numbers");
+    return numbers(at(n, key, where), where + key, expect);
+  }
+  // The sequence s of numbers, named `name` in messages.
+  Vector numbers(const YAML::Node& s, const std::string& name, Index expect = -1) const {
+    if (!s.IsSequence()) broken("'" + name + "' must be a list of numbers");
     Vector v(static_cast<Index>(s.size()));
     try {
-      for (size_t i = 0; i < s.size(); ++i) v[static_cast<Index>(i)] = s[i].as<double>();
+      Index i = 0;
+      for (const auto& e : s) v[i++] = e.as<double>();
     } catch (const YAML::Exception&) {
-      broken("'" + where + key + "' holds a value that is not a number");
+      broken("'" + name + "' holds a value that is not a number");
     }
     if (expect >= 0 && v.size() != expect)
-      broken("'" + where + key + "' has " + std::to_string(v.size()) + " values, expected " + std::to_string(expect));
+      broken("'" + name + "' has " + std::to_string(v.size()) + " values, expected " + std::to_string(expect));
     return v;
   }
   std::vector<std::string> strings(const YAML::Node& n, const std::string& key, const std::string& where) const {
@@ -286,15 +290,14 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
   if (!in.IsSequence() || in.size() == 0) r.broken("'model.inducing' must be a non-empty list");
   const Index M = static_cast<Index>(in.size());
   Index D = -1;
-  for (Index j = 0; j < M; ++j) {
-    YAML::Node wrap;
-    wrap["w"] = in[static_cast<size_t>(j)];
-    const Vector w = r.vec(wrap, "w", "model.inducing[" + std::to_string(j) + "]", D);
+  Index j = 0;
+  for (const auto& column : in) {
+    const Vector w = r.numbers(column, "model.inducing[" + std::to_string(j) + "]", D);
     if (D < 0) {
       D = w.size();
       m.inducing.resize(D, M);
     }
-    m.inducing.col(j) = w;
+    m.inducing.col(j++) = w;
   }
   for (const auto& p : m.kernel.parts())
     if (p.begin + p.dim > D)
@@ -305,12 +308,14 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     const YAML::Node qc = r.at(mn, "q_chol", "model.");
     if (!qc.IsSequence() || static_cast<Index>(qc.size()) != M)
       r.broken("'model.q_chol' must have one row per inducing point");
-    for (Index i = 0; i < M; ++i) {
-      YAML::Node wrap;
-      wrap["row"] = qc[static_cast<size_t>(i)];
-      m.q_chol.row(i).head(i + 1) = r.vec(wrap, "row", "model.q_chol[" + std::to_string(i) + "]", i + 1).transpose();
+    // Rows are read in place (as the inducing inputs above): wrapping each in a new node would
+    // merge the whole document's node set into it, quadratic in M.
+    Index i = 0;
+    for (const auto& row : qc) {
+      m.q_chol.row(i).head(i + 1) = r.numbers(row, "model.q_chol[" + std::to_string(i) + "]", i + 1).transpose();
       if (!(m.q_chol(i, i) > 0))
         r.broken("'model.q_chol' has a non-positive diagonal entry in row " + std::to_string(i));
+      ++i;
     }
   }
   read_common(r, root, f, D);

@@ -18,6 +18,7 @@ inline constexpr double kOutputNodata = -9999.0;
 struct RasterFormat {
   std::string driver = "GTiff";               // GTiff or COG
   std::vector<std::string> creation_options;  // KEY=VALUE, added to (and overriding) the defaults
+  int threads = 1;                            // threads compressing the tiles (GDAL's NUM_THREADS)
 
   // Throws ConfigError naming an unknown driver or an option the driver rejects.
   void validate() const;

@@ -184,6 +184,15 @@ TEST_F(EndToEnd, PredictsANewAreaWithTheSameCovariateNames) {
   EXPECT_EQ(ds->GetRasterXSize(), 50);
   const std::string units = read_file(d() + "/other_maps/units.csv");
   EXPECT_NE(units.find(",new,"), std::string::npos);
+  // Units are optional for a new area: the maps come without units.csv.
+  std::ofstream(d() + "/other/maps_only.yaml")
+      << "data:\n  covariates: [{path: night_lights.tif, name: lights}, temperature.tif, rainfall.tif, "
+         "travel_time.tif]\n  population: {path: population.tif}\n";
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/maps_only.yaml --out " +
+          d() + "/maps_only -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(d() + "/maps_only/intensity_q0.975.tif"));
+  EXPECT_FALSE(fs::exists(d() + "/maps_only/units.csv"));
   // Without the renamed covariate the model cannot predict, and says which one is missing.
   r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/data.yaml --out " +
           d() + "/x");

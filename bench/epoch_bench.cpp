@@ -1,0 +1,135 @@
+// Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
+//   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--inducing 576] [--threads 2]
+//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1]
+// Measures Eigen's GEMM rate on 1..threads cores (the floor is an epoch's FLOPs at that rate), then
+// times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
+// iteration), and an Adam epoch (minibatches of 16 bags, each step with its own O(M^3) update).
+#include <Eigen/Core>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "core/fit.hpp"
+#include "core/objective.hpp"
+#include "malaria_problem.hpp"
+
+using namespace vbagg;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Best rate over a few repeats of GEMMs with the objective's shape, (M x M) times (M x 2048), one
+// independent product per thread as the objective runs them.
+double gemm_gflops(Index M, int threads) {
+  const Matrix A = Matrix::Random(M, M), B = Matrix::Random(M, 2048);
+  std::vector<Matrix> C(threads, Matrix(M, B.cols()));
+  double best = 0;
+  for (int r = 0; r < 6; ++r) {
+    const auto t0 = Clock::now();
+#pragma omp parallel for num_threads(threads)
+    for (int t = 0; t < threads; ++t)
+      for (int k = 0; k < 4; ++k) C[t].noalias() = A * B;
+    best = std::max(best, threads * 4 * 2.0 * M * M * B.cols() / seconds(t0) / 1e9);
+  }
+  return best;
+}
+
+// FLOPs of one full-data objective + gradient pass as implemented in src/core/objective.cpp, counting
+// the dense products only (elementwise work is not counted, so the ratio to the floor is honest).
+double epoch_flops(const Dataset& data, Index M, const std::string& link, const std::string& covariance) {
+  const double m = static_cast<double>(M), d = static_cast<double>(data.num_inputs());
+  const double n = static_cast<double>(data.num_pixels());
+  // Marginals: K_WX (2MD), R = Q K (2M^2), the rank-n update of dL/dQ (M^2), the kernel backward (2MD).
+  double flops = n * (3 * m * m + 4 * m * d);
+  if (link == "square" && covariance == "nystrom")
+    // T = B K, dL/dB += gT K^T, dL/dK += B^T gT, and the bag term's G = T P T^T and G T.
+    flops += n * 10 * m * m;
+  if (link == "square" && covariance == "exact") {
+    for (Index a = 0; a < data.num_bags(); ++a) {
+      const double na = static_cast<double>(data.bag_size(a));
+      // C = k(X,X) - K^T R, then K gC K^T, R gC and the kernel backward on (X, X).
+      flops += na * na * (6 * m + 4 * d) + 2 * m * m * na;
+    }
+  }
+  return flops;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench::ProblemOptions po;
+  Index M = 576;
+  int max_threads = 2, repeat = 2, adam = 1;
+  std::string link = "exp", covariance = "nystrom";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string k = argv[i], v = argv[i + 1];
+    if (k == "--pixels")
+      po.pixels = std::stol(v);
+    else if (k == "--bags")
+      po.bags = std::stol(v);
+    else if (k == "--inducing")
+      M = std::stol(v);
+    else if (k == "--threads")
+      max_threads = std::stoi(v);
+    else if (k == "--repeat")
+      repeat = std::stoi(v);
+    else if (k == "--link")
+      link = v;
+    else if (k == "--covariance")
+      covariance = v;
+    else if (k == "--adam")
+      adam = std::stoi(v);
+    else {
+      std::fprintf(stderr, "unknown option %s\n", k.c_str());
+      return 2;
+    }
+  }
+  auto t0 = Clock::now();
+  const Dataset data = bench::make_problem(po);
+  const double t_problem = seconds(t0);
+  t0 = Clock::now();
+  const Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
+  std::printf("problem: %ld pixels, %ld bags (%ld-%ld), D = %ld, M = %ld (built in %.1f s, init %.1f s)\n",
+              static_cast<long>(data.num_pixels()), static_cast<long>(data.num_bags()), static_cast<long>(po.min_bag),
+              static_cast<long>(po.max_bag), static_cast<long>(data.num_inputs()), static_cast<long>(M), t_problem,
+              seconds(t0));
+  const double flops = epoch_flops(data, M, link, covariance);
+  std::printf("FLOPs per objective + gradient pass: %.3g\n\n", flops);
+  std::printf(
+      "| link | covariance | threads | GEMM GFLOP/s | floor (s) | objective (s) | objective + gradient (s) | "
+      "ratio to floor | Adam epoch (s) |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (int t = 1; t <= max_threads; ++t) {
+    const double peak = gemm_gflops(M, t);
+    ObjectiveOptions opt;
+    opt.threads = t;
+    double best_f = 1e300, best_g = 1e300;
+    for (int r = 0; r < repeat; ++r) {
+      t0 = Clock::now();
+      elbo(model, data, nullptr, opt);
+      best_f = std::min(best_f, seconds(t0));
+      Vector g;
+      t0 = Clock::now();
+      elbo(model, data, &g, opt);
+      best_g = std::min(best_g, seconds(t0));
+    }
+    double adam_epoch = NAN;
+    if (adam) {
+      Model m = model;
+      FitOptions fo;
+      fo.epochs = 1;
+      fo.threads = t;
+      std::vector<Index> all(data.num_bags());
+      for (Index a = 0; a < data.num_bags(); ++a) all[a] = a;
+      t0 = Clock::now();
+      fit(m, data, all, {}, fo);
+      adam_epoch = seconds(t0);
+    }
+    const double floor = flops / (peak * 1e9);
+    std::printf("| %s | %s | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", link.c_str(), covariance.c_str(), t,
+                peak, floor, best_f, best_g, best_g / floor, adam_epoch);
+    std::fflush(stdout);
+  }
+  return 0;
+}

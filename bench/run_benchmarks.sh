@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# The performance benchmarks of docs/benchmarks.md, each printing the rows quoted there.
+#   bench/run_benchmarks.sh [all|epoch|fit|pipeline|predict|peer]
+# Scratch data goes to $WORK (default /tmp/vbagg-bench; the prediction grid needs about 3 GB).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what=${1:-all}
+work=${WORK:-/tmp/vbagg-bench}
+threads=${THREADS:-2}
+scripts/deps.sh python3-torch time
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$(nproc)" --target epoch_bench fit_bench pipeline_bench reference_export vbagg-train \
+  vbagg-predict >/dev/null
+mkdir -p "$work"
+bench=build/bench
+want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
+# Peak resident memory and wall time of a command, from GNU time.
+measure() {
+  /usr/bin/time -f "wall %e s, peak RSS %M KiB" "$@"
+}
+
+# 1. One training epoch at malaria scale, against the GEMM floor.
+if want epoch; then
+  "$bench/epoch_bench" --link exp --threads "$threads"
+  "$bench/epoch_bench" --link square --covariance nystrom --threads "$threads" --adam 0 --repeat 1
+  "$bench/epoch_bench" --link square --covariance exact --threads "$threads" --adam 0 --repeat 1
+fi
+
+# 2. Time to fit the same problem.
+if want fit; then
+  "$bench/fit_bench" --optimizer natgrad --threads "$threads"
+  "$bench/fit_bench" --optimizer adam --threads "$threads"
+fi
+
+# A country of 1022 x 1022 one-km pixels (1,044,484 pixels), 18 covariates, 957 units.
+country() {
+  [ -f "$work/country/units.gpkg" ] || "$bench/pipeline_bench" generate "$work/country" --size 1022 --covariates 18 \
+    --units 957
+}
+
+# 4. The input pipeline on that country.
+if want pipeline; then
+  country
+  measure "$bench/pipeline_bench" build "$work/country" --assignment fraction
+  measure "$bench/pipeline_bench" build "$work/country" --assignment centre
+fi
+
+# The run configuration of a generated folder ($1) for vbagg-train and vbagg-predict; units
+# only when $2 is "units".
+run_config() {
+  {
+    echo "data:"
+    echo "  covariates:"
+    for c in $(seq 0 17); do echo "    - path: $1/cov$c.tif"; done
+    echo "  population: { path: $1/population.tif }"
+    [ "${2:-}" = units ] && echo "  units: { path: $1/units.gpkg, id_field: ID, response_field: cases }"
+    echo "model:"
+    echo "  kernel: { covariates: ard, space: matern32 }"
+    echo "  inducing: { count: 576 }"
+    echo "train: { optimizer: adam, epochs: 1, threads: $threads, holdout: { fraction: 0 } }"
+  }
+}
+
+# 3. Prediction on a continental grid: 5478 x 5478 = 30,008,484 pixels with the same 18
+#    covariates, from a model with M = 576 trained (one epoch) on the country above.
+if want predict; then
+  country
+  [ -f "$work/africa/units.gpkg" ] || "$bench/pipeline_bench" generate "$work/africa" --size 5478 --covariates 18 \
+    --units 54
+  run_config "$work/country" units >"$work/country.yaml"
+  run_config "$work/africa" >"$work/africa.yaml"
+  [ -f "$work/model/model.yaml" ] || build/apps/vbagg-train --config "$work/country.yaml" --out "$work/model" -q
+  rm -rf "$work/africa_maps"
+  measure build/apps/vbagg-predict --model "$work/model/model.yaml" --config "$work/africa.yaml" \
+    --out "$work/africa_maps" --threads "$threads" -q
+  ls -l "$work/africa_maps"
+fi
