@@ -1,7 +1,7 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--inducing 576] [--threads 2]
-//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1]
-// Measures Eigen's GEMM rate on 1..threads cores (the floor is an epoch's FLOPs at that rate), then
+//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
+// Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
 // times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
 // iteration), and an Adam epoch (minibatches of 16 bags, each step with its own O(M^3) update).
 #include <Eigen/Core>
@@ -61,7 +61,8 @@ double epoch_flops(const Dataset& data, Index M, const std::string& link, const 
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
   Index M = 576;
-  int max_threads = 2, repeat = 2, adam = 1;
+  int threads = 2, repeat = 2, adam = 1;
+  Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
@@ -72,13 +73,15 @@ int main(int argc, char** argv) {
     else if (k == "--inducing")
       M = std::stol(v);
     else if (k == "--threads")
-      max_threads = std::stoi(v);
+      threads = std::stoi(v);
     else if (k == "--repeat")
       repeat = std::stoi(v);
     else if (k == "--link")
       link = v;
     else if (k == "--covariance")
       covariance = v;
+    else if (k == "--block")
+      block = std::stol(v);
     else if (k == "--adam")
       adam = std::stoi(v);
     else {
@@ -100,10 +103,12 @@ int main(int argc, char** argv) {
   std::printf(
       "| link | covariance | threads | GEMM GFLOP/s | floor (s) | objective (s) | objective + gradient (s) | "
       "ratio to floor | Adam epoch (s) |\n|---|---|---|---|---|---|---|---|---|\n");
-  for (int t = 1; t <= max_threads; ++t) {
+  {
+    const int t = threads;
     const double peak = gemm_gflops(M, t);
     ObjectiveOptions opt;
     opt.threads = t;
+    opt.block = block;
     double best_f = 1e300, best_g = 1e300;
     for (int r = 0; r < repeat; ++r) {
       t0 = Clock::now();

@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 what=${1:-all}
 work=${WORK:-/tmp/vbagg-bench}
 threads=${THREADS:-2}
-scripts/deps.sh python3-torch time
+# libopenblas0-pthread gives Debian's torch an optimised BLAS (it otherwise calls the reference one).
+scripts/deps.sh python3-torch libopenblas0-pthread time
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)" --target epoch_bench fit_bench pipeline_bench reference_export vbagg-train \
   vbagg-predict >/dev/null
@@ -21,6 +22,7 @@ measure() {
 
 # 1. One training epoch at malaria scale, against the GEMM floor.
 if want epoch; then
+  "$bench/epoch_bench" --link exp --threads 1
   "$bench/epoch_bench" --link exp --threads "$threads"
   "$bench/epoch_bench" --link square --covariance nystrom --threads "$threads" --adam 0 --repeat 1
   "$bench/epoch_bench" --link square --covariance exact --threads "$threads" --adam 0 --repeat 1
@@ -28,8 +30,8 @@ fi
 
 # 2. Time to fit the same problem.
 if want fit; then
-  "$bench/fit_bench" --optimizer natgrad --threads "$threads"
-  "$bench/fit_bench" --optimizer adam --threads "$threads"
+  "$bench/fit_bench" --optimizer natgrad --batch-bags 64 --natgrad-step 0.3 --learning-rate 0.05 --epochs 60 \
+    --threads "$threads"
 fi
 
 # A country of 1022 x 1022 one-km pixels (1,044,484 pixels), 18 covariates, 957 units.
@@ -74,4 +76,14 @@ if want predict; then
   measure build/apps/vbagg-predict --model "$work/model/model.yaml" --config "$work/africa.yaml" \
     --out "$work/africa_maps" --threads "$threads" -q
   ls -l "$work/africa_maps"
+fi
+
+# 5. The PyTorch peer on the problem of benchmark 1 (its autograd cross-check is the ctest test
+#    reference.torch_crosscheck). Debian's torch belongs to /usr/bin/python3.
+if want peer; then
+  [ -f "$work/peer/meta.json" ] || build/bench/reference/reference_export malaria "$work/peer"
+  # OpenBLAS 0.3.21 detects this CPU itself (Cooperlake kernels, the fastest measured); a preset
+  # OPENBLAS_CORETYPE would only slow the peer down.
+  env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/reference/vbagg_torch.py bench "$work/peer" \
+    --threads "$threads" --steps 10
 fi

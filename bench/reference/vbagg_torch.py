@@ -318,9 +318,13 @@ def cmd_crosscheck(args):
     for i, p in enumerate(problems):
         d = os.path.join(args.workdir, f"problem{i}")
         cmd = [args.exporter, "random", d, "--seed", str(p["seed"]), "--learn-inducing", str(p["learn"])] + p["extra"]
-        run = subprocess.run(cmd, capture_output=True, text=True)
-        if run.returncode != 0:
-            print(f"problem {i}: FAILED to export: {' '.join(cmd)}\n{run.stdout}{run.stderr}")
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True)
+            output = run.stdout + run.stderr
+        except OSError as err:  # the exporter was not built
+            run, output = None, str(err)
+        if run is None or run.returncode != 0:
+            print(f"problem {i}: FAILED to export: {' '.join(cmd)}\n{output}")
             failures += 1
             continue
         ok, lines, err = compare(Problem(d), p["chunk"], args.rtol, label=f"problem {i} (seed {p['seed']}): ")

@@ -231,7 +231,9 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   std::vector<std::exception_ptr> errors(slots);
   const int threads = std::max(1, options.threads);
   std::vector<Workspace> workspaces(threads);
-#pragma omp parallel for schedule(static, 1) num_threads(threads)
+  // Slots are taken dynamically: a slot's bags and its accumulator do not depend on which thread
+  // runs it, and minibatches of a few bags of very different sizes stay balanced.
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int s = 0; s < slots; ++s) {
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];

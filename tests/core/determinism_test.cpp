@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "core/fit.hpp"
+#include "core/objective.hpp"
 #include "core/swissroll.hpp"
+#include "test_util.hpp"
 
 namespace vbagg {
 namespace {
@@ -53,10 +55,34 @@ TEST_P(Determinism, SameSeedSameModel) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, Determinism,
                          ::testing::Values(std::make_tuple(Optimizer::adam, Link::exp),
                                            std::make_tuple(Optimizer::adam, Link::square),
-                                           std::make_tuple(Optimizer::lbfgs, Link::exp)),
+                                           std::make_tuple(Optimizer::lbfgs, Link::exp),
+                                           std::make_tuple(Optimizer::natgrad, Link::exp)),
                          [](const auto& info) {
                            return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
                          });
+
+// The objective and its gradient are bit-identical for every thread count up to the slot count,
+// including the O(M^3) products that Eigen splits among threads.
+TEST(Determinism, ObjectiveIsBitIdenticalAcrossThreadCounts) {
+  const Dataset data = test::random_dataset(30, 5, 200, 4, LikelihoodKind::poisson, 3);
+  ModelSpec spec;
+  spec.learn_inducing = true;
+  const Model model = test::random_model(spec, make_kernel("ard", "matern32", 2, 2), 80, 4, 4);
+  Vector g1;
+  ObjectiveOptions one;
+  one.threads = 1;
+  one.block = 64;
+  const double v1 = elbo(model, data, &g1, one).elbo;
+  for (int t : {2, 3, 8}) {
+    ObjectiveOptions o = one;
+    o.threads = t;
+    Vector g;
+    const double v = elbo(model, data, &g, o).elbo;
+    EXPECT_EQ(0, std::memcmp(&v, &v1, sizeof v)) << t << " threads";
+    ASSERT_EQ(g.size(), g1.size());
+    EXPECT_EQ(0, std::memcmp(g.data(), g1.data(), sizeof(double) * g.size())) << t << " threads";
+  }
+}
 
 }  // namespace
 }  // namespace vbagg
