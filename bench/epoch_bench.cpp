@@ -60,19 +60,14 @@ double epoch_flops(const Dataset& data, Index M, const std::string& link, const 
 
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
-  Index M = 576;
   int threads = 2, repeat = 2, adam = 1;
   Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--pixels")
-      po.pixels = std::stol(v);
-    else if (k == "--bags")
-      po.bags = std::stol(v);
-    else if (k == "--inducing")
-      M = std::stol(v);
-    else if (k == "--threads")
+    if (bench::read_problem_flag(k, v, po))
+      continue;
+    if (k == "--threads")
       threads = std::stoi(v);
     else if (k == "--repeat")
       repeat = std::stoi(v);
@@ -89,6 +84,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  const Index M = po.inducing;
   auto t0 = Clock::now();
   const Dataset data = bench::make_problem(po);
   const double t_problem = seconds(t0);

@@ -22,20 +22,15 @@ using Clock = std::chrono::steady_clock;
 
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
-  Index M = 576;
   FitOptions fo;
   fo.threads = 2;
   fo.epochs = 60;
   std::string link = "exp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--pixels")
-      po.pixels = std::stol(v);
-    else if (k == "--bags")
-      po.bags = std::stol(v);
-    else if (k == "--inducing")
-      M = std::stol(v);
-    else if (k == "--threads")
+    if (bench::read_problem_flag(k, v, po))
+      continue;
+    if (k == "--threads")
       fo.threads = std::stoi(v);
     else if (k == "--epochs")
       fo.epochs = std::stoi(v);
@@ -59,7 +54,7 @@ int main(int argc, char** argv) {
   ModelSpec spec;
   spec.link = parse_link(link);
   InitOptions init;
-  init.inducing = M;
+  init.inducing = po.inducing;
   Model model = init_model(spec, make_kernel("ard", "matern32", po.covariates, 2), data, init);
   const double init_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 

@@ -51,6 +51,18 @@ std::vector<Index> bag_sizes(const ProblemOptions& o, std::mt19937_64& rng) {
 
 }  // namespace
 
+bool read_problem_flag(const std::string& key, const std::string& value, ProblemOptions& o) {
+  if (key == "--pixels")
+    o.pixels = std::stol(value);
+  else if (key == "--bags")
+    o.bags = std::stol(value);
+  else if (key == "--inducing")
+    o.inducing = std::stol(value);
+  else
+    return false;
+  return true;
+}
+
 Dataset make_problem(const ProblemOptions& o) {
   std::mt19937_64 rng(o.seed);
   std::normal_distribution<double> normal;

@@ -15,8 +15,13 @@ struct ProblemOptions {
   Index bags = 957;
   Index min_bag = 13, max_bag = 6667;
   Index covariates = 18;
+  Index inducing = 576;  // M of the benchmark model
   unsigned long long seed = 1;
 };
+
+// Reads the flags every benchmark program shares (--pixels, --bags, --inducing) into o; false for
+// any other key.
+bool read_problem_flag(const std::string& key, const std::string& value, ProblemOptions& o);
 
 // Rows 0..covariates-1 of the inputs are covariates (about unit variance), the last two rows
 // are coordinates in km. Units are compact square blocks of 1 km pixels on a 60 km lattice.

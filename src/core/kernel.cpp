@@ -186,10 +186,12 @@ void Kernel::cross_into(const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<con
       auto d = r2.col(j).array();
       d = (d + cache.norms1 + cache.norms2[j]).max(0.0);
       cache.column = d;
-      if (c == 0)
+      if (c == 0) {
         profile(p.type, var, cache.column, K.col(j).array());
-      else
-        profile(p.type, var, cache.column, cache.column), K.col(j).array() += cache.column;
+      } else {
+        profile(p.type, var, cache.column, cache.column);
+        K.col(j).array() += cache.column;
+      }
     }
   }
 }

@@ -76,7 +76,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   const Index blocks = (n + block - 1) / block;
   const double bytes_per_block = static_cast<double>(M) * static_cast<double>(block) * 8.0 *
                                  (2.0 + static_cast<double>(model.kernel.parts().size()));
-  const bool keep = !with_grad || blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
+  const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass: one scratch serves every block.
   const bool one_scratch = !with_grad || !keep;
   if (static_cast<Index>(ws.blocks.size()) < (one_scratch ? 1 : blocks)) ws.blocks.resize(one_scratch ? 1 : blocks);

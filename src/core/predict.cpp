@@ -233,15 +233,15 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);
   Vector eta = Vector::Zero(samples);
   const Index block = 4096;
-  Matrix K, T, F;
+  LatentScratch scratch;
+  Vector m, s2;
+  Matrix T, F;
   for (Index begin = 0; begin < n; begin += block) {
     const Index len = std::min(block, n - begin);
-    model.kernel.cross(model.inducing, X.middleCols(begin, len), K);
-    Vector m = K.transpose() * post.alpha;
-    m.array() += model.mean;
-    const Vector s2 =
-        (post.kdiag - K.cwiseProduct(post.Q * K).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
-    T.noalias() = post.B * K;
+    m.resize(len);
+    s2.resize(len);
+    latent_marginals_into(model, post, X.middleCols(begin, len), m, s2, scratch);
+    T.noalias() = post.B * scratch.K.view();
     // A MAP estimate has no latent uncertainty: only the observation noise remains.
     const Vector resid_sd = model.spec.map_estimate
                                 ? Vector::Zero(len)
