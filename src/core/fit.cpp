@@ -8,7 +8,9 @@
 
 #include "inducing.hpp"
 #include "natgrad.hpp"
+#include "likelihood.hpp"
 #include "objective.hpp"
+#include "param_layout.hpp"
 #include "predict.hpp"
 
 namespace vbagg {
@@ -50,20 +52,7 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
   m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));
-  const double total_weight = train.bag_weights().sum();
-  const double rate = train.response.sum() / total_weight;
-  switch (spec.likelihood) {
-    case LikelihoodKind::poisson:
-    case LikelihoodKind::exponential:
-      if (!(rate > 0)) throw DataError("the training bags have no positive response; the rate cannot be initialised");
-      // exp link: E[e^f] = e^{mu + 1/2} under the unit-variance prior; a point estimate has no 1/2.
-      m.mean = spec.link == Link::square ? std::sqrt(rate) : std::log(rate) - (spec.map_estimate ? 0.0 : 0.5);
-      break;
-    case LikelihoodKind::normal:
-      m.mean = spec.aggregation == Aggregation::mean ? train.response.mean() : rate;
-      m.log_noise = 0.0;
-      break;
-  }
+  likelihood_of(spec.likelihood).initialise(train, m);
   return m;
 }
 
@@ -124,8 +113,8 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   // which come first in Model::pack.
   const bool natural = o.optimizer == Optimizer::natgrad;
   obj.q_moments_gradient = natural;
-  const Index M = model.num_inducing();
-  const Index q_params = natural ? M + M * (M + 1) / 2 : 0;
+  const Index q_params =
+      natural ? param_slice(model, ParamBlockId::q_mean).size + param_slice(model, ParamBlockId::q_chol).size : 0;
   double step_size = o.natgrad_step;
   Vector theta = model.pack();
   Vector m1 = Vector::Zero(theta.size()), m2 = Vector::Zero(theta.size());

@@ -1,36 +1,65 @@
-// Bag terms l_a of the ELBO (MODEL.md section 4) and their derivatives with respect to the bag's
-// posterior quantities. Everything here is per bag and independent of how q was parameterised.
+// Bag likelihoods: the term l_a of the ELBO (MODEL.md section 4) with its derivatives, the
+// likelihood's own parameters, its initialisation, its predictive NLL and its observation draws.
+// A new likelihood is one file in likelihoods/ plus one line in likelihood_registry() (and its
+// value in the LikelihoodKind enum); the gradient, determinism and cross-check tests iterate
+// over the registry.
 #pragma once
 
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bag.hpp"
+#include "dataset.hpp"
 #include "model.hpp"
-#include "types.hpp"
 
 namespace vbagg {
 
-// What the bag term reads. m and s2 are always set. T (M x N_a, T = L_v^T L_W^{-1} K_Wa) is set
-// for terms in nystrom mode, C (N_a x N_a, the exact within-bag covariance of f) in exact mode.
-struct BagPosterior {
-  Eigen::Ref<const Vector> m;
-  Eigen::Ref<const Vector> s2;
-  Eigen::Ref<const Vector> weight;  // effective pixel weights c_i p_i
-  double y;
-  const Matrix* T = nullptr;
-  const Matrix* C = nullptr;
+class BagLikelihood {
+ public:
+  virtual ~BagLikelihood() = default;
+  virtual LikelihoodKind id() const = 0;
+  virtual const char* name() const = 0;
+  // The links it is defined for; the first is the default.
+  virtual std::vector<Link> links() const = 0;
+  // Names of its own parameters (stored in Model::likelihood_params, learned with the rest).
+  virtual std::vector<std::string> param_names() const { return {}; }
+  // Counts (Poisson, negative binomial): y_a is a non-negative count of cases.
+  virtual bool is_count() const { return false; }
+  virtual bool has_delta_method() const { return true; }
+  virtual bool allows_map(const ModelSpec& spec) const = 0;
+  // Unit of the intensity maps, for band metadata.
+  virtual const char* intensity_unit() const { return "value per unit weight"; }
+
+  // Which of T and C the term reads.
+  virtual BagNeeds needs(const ModelSpec& spec) const = 0;
+  // l_a with constants; derivatives into *grad when non-null.
+  virtual double term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag,
+                      BagGradient* grad) const = 0;
+
+  // The constant prior mean and the likelihood's parameters at the start of a fit.
+  virtual void initialise(const Dataset& train, Model& model) const = 0;
+
+  // Weights of the bag's aggregate from the pixels' effective weights (the Normal model's mean
+  // aggregation divides them by their sum).
+  virtual Vector aggregate_weights(const ModelSpec&, const Vector& w) const { return w; }
+  // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
+  // its pixels (weights w as stored in the data).
+  virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
+                                const Vector& v) const = 0;
+  // One draw of the observation given eta = sum_i w_i Psi(f_i) of a joint draw of f, with the
+  // aggregate weights w.
+  virtual double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const = 0;
 };
 
-// Derivatives of l_a. gT and gC are only written when T and C were given.
-struct BagGradient {
-  Vector gm, gs2;
-  Matrix gT, gC;
-  double g_log_noise = 0;
-};
-
-enum class BagNeeds { marginals, nystrom, exact };
+// Every likelihood, in the order of the LikelihoodKind enum.
+const std::vector<const BagLikelihood*>& likelihood_registry();
+const BagLikelihood& likelihood_of(LikelihoodKind kind);
 
 // Which of T and C the model's bag term reads.
 BagNeeds bag_needs(const ModelSpec& spec);
 
 // l_a, with constants; gradients into *grad when non-null.
-double bag_term(const ModelSpec& spec, double log_noise, const BagPosterior& bag, BagGradient* grad);
+double bag_term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad);
 
 }  // namespace vbagg

@@ -2,124 +2,84 @@
 
 #include <cmath>
 
+#include <algorithm>
+
+#include "likelihood.hpp"
+#include "link.hpp"
 #include "linalg.hpp"
 
 namespace vbagg {
 
-LikelihoodKind parse_likelihood(const std::string& s) {
-  if (s == "poisson") return LikelihoodKind::poisson;
-  if (s == "normal") return LikelihoodKind::normal;
-  if (s == "exponential") return LikelihoodKind::exponential;
-  throw ConfigError("unknown likelihood '" + s + "' (allowed: poisson, normal, exponential)");
-}
-Link parse_link(const std::string& s) {
-  if (s == "exp") return Link::exp;
-  if (s == "square") return Link::square;
-  if (s == "identity") return Link::identity;
-  throw ConfigError("unknown link '" + s + "' (allowed: exp, square, identity)");
-}
-CovarianceMode parse_covariance_mode(const std::string& s) {
-  if (s == "nystrom") return CovarianceMode::nystrom;
-  if (s == "exact") return CovarianceMode::exact;
-  throw ConfigError("unknown covariance mode '" + s + "' (allowed: nystrom, exact)");
-}
-Aggregation parse_aggregation(const std::string& s) {
-  if (s == "sum") return Aggregation::sum;
-  if (s == "mean") return Aggregation::mean;
-  throw ConfigError("unknown aggregation '" + s + "' (allowed: sum, mean)");
-}
-std::string to_string(LikelihoodKind v) {
-  return v == LikelihoodKind::poisson ? "poisson" : v == LikelihoodKind::normal ? "normal" : "exponential";
-}
-std::string to_string(Link v) { return v == Link::exp ? "exp" : v == Link::square ? "square" : "identity"; }
-std::string to_string(CovarianceMode v) { return v == CovarianceMode::nystrom ? "nystrom" : "exact"; }
-std::string to_string(Aggregation v) { return v == Aggregation::sum ? "sum" : "mean"; }
+namespace {
 
-void ModelSpec::validate() const {
-  const bool map_ok = (likelihood == LikelihoodKind::poisson && link == Link::exp) ||
-                      (likelihood == LikelihoodKind::normal && covariance == CovarianceMode::nystrom);
-  if (map_estimate && !map_ok)
-    throw ConfigError("the MAP (nystrom) model is defined for poisson with exp link and for normal (nystrom covariance)");
-  if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
-  const std::string combo = "likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) + "'";
-  switch (likelihood) {
-    case LikelihoodKind::poisson:
-      if (link == Link::identity) throw ConfigError(combo + " is not supported (poisson allows: exp, square)");
-      break;
-    case LikelihoodKind::normal:
-      if (link != Link::identity) throw ConfigError(combo + " is not supported (normal allows: identity)");
-      break;
-    case LikelihoodKind::exponential:
-      if (link != Link::exp) throw ConfigError(combo + " is not supported (exponential allows: exp)");
-      break;
+// The spelling of each value of an enum whose values run 0, 1, ... in the order of `names`.
+template <class E>
+E parse_named(const std::string& s, const std::vector<std::string>& names, const char* what) {
+  std::string allowed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == s) return static_cast<E>(i);
+    allowed += (i ? ", " : "") + names[i];
   }
+  throw ConfigError(std::string("unknown ") + what + " '" + s + "' (allowed: " + allowed + ")");
 }
 
-Index Model::num_params() const {
-  const Index m = num_inducing();
-  Index n = m + (spec.map_estimate ? 0 : m * (m + 1) / 2) + 1 + kernel.num_params();
-  if (spec.likelihood == LikelihoodKind::normal) n += 1;
-  if (spec.learn_inducing) n += inducing.size();
+}  // namespace
+
+std::vector<std::string> likelihood_names() {
+  std::vector<std::string> n;
+  for (const BagLikelihood* l : likelihood_registry()) n.push_back(l->name());
   return n;
 }
-
-Vector Model::pack() const {
-  const Index m = num_inducing();
-  Vector theta(num_params());
-  Index k = 0;
-  theta.segment(k, m) = q_mean;
-  k += m;
-  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
-    theta[k++] = std::log(q_chol(j, j));
-    for (Index i = j + 1; i < m; ++i) theta[k++] = q_chol(i, j);
-  }
-  theta[k++] = mean;
-  theta.segment(k, kernel.num_params()) = kernel.params();
-  k += kernel.num_params();
-  if (spec.likelihood == LikelihoodKind::normal) theta[k++] = log_noise;
-  if (spec.learn_inducing) theta.segment(k, inducing.size()) = inducing.reshaped();
-  return theta;
+std::vector<std::string> link_names() {
+  std::vector<std::string> n;
+  for (const LinkFunction* l : link_registry()) n.push_back(l->name());
+  return n;
 }
+std::vector<std::string> covariance_mode_names() { return {"nystrom", "exact"}; }
+std::vector<std::string> aggregation_names() { return {"sum", "mean"}; }
+std::vector<std::string> expectation_names() { return {"bound", "delta"}; }
 
-void Model::unpack(const Vector& theta) {
-  const Index m = num_inducing();
-  Index k = 0;
-  q_mean = theta.segment(k, m);
-  k += m;
-  q_chol.setZero(m, m);
-  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
-    q_chol(j, j) = std::exp(theta[k++]);
-    for (Index i = j + 1; i < m; ++i) q_chol(i, j) = theta[k++];
-  }
-  mean = theta[k++];
-  kernel.set_params(theta.segment(k, kernel.num_params()));
-  k += kernel.num_params();
-  if (spec.likelihood == LikelihoodKind::normal) log_noise = theta[k++];
-  if (spec.learn_inducing) inducing.reshaped() = theta.segment(k, inducing.size());
+LikelihoodKind parse_likelihood(const std::string& s) {
+  return parse_named<LikelihoodKind>(s, likelihood_names(), "likelihood");
 }
+Link parse_link(const std::string& s) { return parse_named<Link>(s, link_names(), "link"); }
+CovarianceMode parse_covariance_mode(const std::string& s) {
+  return parse_named<CovarianceMode>(s, covariance_mode_names(), "covariance mode");
+}
+Aggregation parse_aggregation(const std::string& s) {
+  return parse_named<Aggregation>(s, aggregation_names(), "aggregation");
+}
+Expectation parse_expectation(const std::string& s) {
+  return parse_named<Expectation>(s, expectation_names(), "expectation");
+}
+std::string to_string(LikelihoodKind v) { return likelihood_of(v).name(); }
+std::string to_string(Link v) { return link_of(v).name(); }
+std::string to_string(CovarianceMode v) { return covariance_mode_names()[static_cast<size_t>(v)]; }
+std::string to_string(Aggregation v) { return aggregation_names()[static_cast<size_t>(v)]; }
+std::string to_string(Expectation v) { return expectation_names()[static_cast<size_t>(v)]; }
 
-std::vector<std::string> Model::param_names() const {
-  const Index m = num_inducing();
-  std::vector<std::string> names;
-  for (Index i = 0; i < m; ++i) names.push_back("q_mean[" + std::to_string(i) + "]");
-  for (Index j = 0; j < m && !spec.map_estimate; ++j) {
-    names.push_back("log q_chol[" + std::to_string(j) + "," + std::to_string(j) + "]");
-    for (Index i = j + 1; i < m; ++i) names.push_back("q_chol[" + std::to_string(i) + "," + std::to_string(j) + "]");
+void ModelSpec::validate() const {
+  const BagLikelihood& lik = likelihood_of(likelihood);
+  if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
+  const std::vector<Link> links = lik.links();
+  if (std::find(links.begin(), links.end(), link) == links.end()) {
+    std::string allowed;
+    for (Link l : links) allowed += (allowed.empty() ? "" : ", ") + to_string(l);
+    throw ConfigError("likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) +
+                      "' is not supported (" + to_string(likelihood) + " allows: " + allowed + ")");
   }
-  names.push_back("mean");
-  for (const auto& n : kernel.param_names()) names.push_back("kernel." + n);
-  if (spec.likelihood == LikelihoodKind::normal) names.push_back("log_noise");
-  if (spec.learn_inducing)
-    for (Index j = 0; j < m; ++j)
-      for (Index d = 0; d < num_inputs(); ++d)
-        names.push_back("inducing[" + std::to_string(d) + "," + std::to_string(j) + "]");
-  return names;
+  if (expectation == Expectation::delta && !lik.has_delta_method())
+    throw ConfigError("likelihood '" + to_string(likelihood) + "' has no delta-method expectation (use bound)");
+  if (map_estimate && !lik.allows_map(*this))
+    throw ConfigError(
+        "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
 }
 
 ModelGradient::ModelGradient(const Model& m)
     : q_mean(Vector::Zero(m.num_inducing())),
       q_chol(Matrix::Zero(m.num_inducing(), m.num_inducing())),
       kernel(Vector::Zero(m.kernel.num_params())),
+      likelihood(Vector::Zero(static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size()))),
       inducing(Matrix::Zero(m.num_inputs(), m.num_inducing())) {}
 
 ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
@@ -127,27 +87,9 @@ ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
   q_chol += o.q_chol;
   mean += o.mean;
   kernel += o.kernel;
-  log_noise += o.log_noise;
+  likelihood += o.likelihood;
   inducing += o.inducing;
   return *this;
-}
-
-Vector ModelGradient::pack(const Model& m) const {
-  const Index M = m.num_inducing();
-  Vector g(m.num_params());
-  Index k = 0;
-  g.segment(k, M) = q_mean;
-  k += M;
-  for (Index j = 0; j < M && !m.spec.map_estimate; ++j) {
-    g[k++] = q_chol(j, j) * m.q_chol(j, j);  // d/d log L_jj
-    for (Index i = j + 1; i < M; ++i) g[k++] = q_chol(i, j);
-  }
-  g[k++] = mean;
-  g.segment(k, kernel.size()) = kernel;
-  k += kernel.size();
-  if (m.spec.likelihood == LikelihoodKind::normal) g[k++] = log_noise;
-  if (m.spec.learn_inducing) g.segment(k, inducing.size()) = inducing.reshaped();
-  return g;
 }
 
 Posterior compute_posterior(const Model& model) {

@@ -10,8 +10,15 @@
 
 namespace vbagg {
 
-enum class LikelihoodKind { poisson, normal, exponential };
+// Which bag likelihood and link a model uses. Their behaviour lives in one file each
+// (likelihoods/*.cpp, links/*.cpp), found through the registries of likelihood.hpp and link.hpp;
+// the names parsed and written here come from those registries.
+enum class LikelihoodKind { poisson, negative_binomial, normal, exponential };
 enum class Link { exp, square, identity };
+// How the expected log likelihood of a count bag is computed (MODEL.md 4a, 4b, 4e): `bound` is
+// the Jensen bound for the exp link (and the Taylor approximation for the square link, which has
+// no bound); `delta` keeps the posterior variance inside the log by the second-order delta method.
+enum class Expectation { bound, delta };
 // How a bag term that needs the within-bag covariance gets it (MODEL.md 4b, 4c).
 enum class CovarianceMode { nystrom, exact };
 // Normal bag model: y_a is sum_i p_i f_i (sum) or that divided by P_a (mean).
@@ -21,16 +28,25 @@ LikelihoodKind parse_likelihood(const std::string& s);
 Link parse_link(const std::string& s);
 CovarianceMode parse_covariance_mode(const std::string& s);
 Aggregation parse_aggregation(const std::string& s);
+Expectation parse_expectation(const std::string& s);
 std::string to_string(LikelihoodKind v);
 std::string to_string(Link v);
 std::string to_string(CovarianceMode v);
 std::string to_string(Aggregation v);
+std::string to_string(Expectation v);
+// Every spelling a setting accepts, in the order of its enum (for help texts and validation).
+std::vector<std::string> likelihood_names();
+std::vector<std::string> link_names();
+std::vector<std::string> covariance_mode_names();
+std::vector<std::string> aggregation_names();
+std::vector<std::string> expectation_names();
 
 struct ModelSpec {
   LikelihoodKind likelihood = LikelihoodKind::poisson;
   Link link = Link::exp;
   CovarianceMode covariance = CovarianceMode::nystrom;
   Aggregation aggregation = Aggregation::sum;
+  Expectation expectation = Expectation::bound;
   bool learn_inducing = false;
   // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
   // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
@@ -50,15 +66,17 @@ struct Model {
   Vector q_mean;           // m_v (M)
   Matrix q_chol;           // L_v (M x M lower, positive diagonal)
   double mean = 0.0;       // constant prior mean mu
-  double log_noise = 0.0;  // log tau of the Normal bag model
+  // The likelihood's own parameters, named by BagLikelihood::param_names (log tau of the Normal
+  // model, log r of the negative binomial; empty for Poisson).
+  Vector likelihood_params;
   double jitter = 1e-6;    // relative jitter: K_WW + jitter * k(x,x) * I
 
   Index num_inducing() const { return inducing.cols(); }
   Index num_inputs() const { return inducing.rows(); }
 
-  // Free parameters in a fixed order: m_v, L_v (lower triangle by column, diagonal as its log;
-  // absent for a MAP estimate), mu, kernel log-hyperparameters, log tau (normal only), W (when
-  // learned).
+  // Free parameters in the order of param_layout.hpp: m_v, L_v (lower triangle by column,
+  // diagonal as its log; absent for a MAP estimate), mu, kernel log-hyperparameters, the
+  // likelihood's parameters, W (when learned).
   Index num_params() const;
   Vector pack() const;
   void unpack(const Vector& theta);
@@ -71,8 +89,8 @@ struct ModelGradient {
   Matrix q_chol;  // with respect to L_v entries (lower triangle)
   double mean = 0;
   Vector kernel;
-  double log_noise = 0;
-  Matrix inducing;  // D x M
+  Vector likelihood;  // with respect to Model::likelihood_params
+  Matrix inducing;    // D x M
 
   explicit ModelGradient(const Model& m);
   ModelGradient& operator+=(const ModelGradient& o);

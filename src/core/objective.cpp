@@ -17,16 +17,18 @@ struct Accumulator {
   Matrix g_Q_lower;  // rank updates, lower triangle only
   Matrix g_Q;        // general updates
   Matrix g_B;
-  double g_mean = 0, g_kdiag = 0, g_log_noise = 0;
+  double g_mean = 0, g_kdiag = 0;
+  Vector g_likelihood;
   Vector g_kernel;
   Matrix g_inducing;
 
-  Accumulator(Index M, Index D, Index P, BagNeeds needs) {
+  Accumulator(Index M, Index D, Index P, Index likelihood_params, BagNeeds needs) {
     g_alpha = Vector::Zero(M);
     g_Q_lower = Matrix::Zero(M, M);
     if (needs == BagNeeds::exact) g_Q = Matrix::Zero(M, M);
     if (needs == BagNeeds::nystrom) g_B = Matrix::Zero(M, M);
     g_kernel = Vector::Zero(P);
+    g_likelihood = Vector::Zero(likelihood_params);
     g_inducing = Matrix::Zero(D, M);
   }
   void add(const Accumulator& o) {
@@ -37,7 +39,7 @@ struct Accumulator {
     if (g_B.size()) g_B += o.g_B;
     g_mean += o.g_mean;
     g_kdiag += o.g_kdiag;
-    g_log_noise += o.g_log_noise;
+    g_likelihood += o.g_likelihood;
     g_kernel += o.g_kernel;
     g_inducing += o.g_inducing;
   }
@@ -114,12 +116,12 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   }
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
   BagGradient g;
-  acc.value += bag_term(model.spec, model.log_noise, bag, with_grad ? &g : nullptr);
+  acc.value += bag_term(model.spec, model.likelihood_params, bag, with_grad ? &g : nullptr);
   if (!with_grad) return;
 
   g.gm *= scale;
   g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
-  acc.g_log_noise += scale * g.g_log_noise;
+  if (g.g_params.size()) acc.g_likelihood += scale * g.g_params;
   acc.g_mean += g.gm.sum();
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
@@ -190,7 +192,7 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
   g.q_mean += Linv * acc.g_alpha;
   g.q_chol += (Linv * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
   g.mean += acc.g_mean;
-  g.log_noise += acc.g_log_noise;
+  g.likelihood += acc.g_likelihood;
   g.kernel += acc.g_kernel;
   g.inducing += acc.g_inducing;
 
@@ -224,7 +226,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   std::vector<Accumulator> acc;
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
-    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, with_grad ? needs : BagNeeds::marginals);
+    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, model.likelihood_params.size(),
+                     with_grad ? needs : BagNeeds::marginals);
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
   // keeps one workspace for all its slots.

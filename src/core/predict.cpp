@@ -1,98 +1,28 @@
 #include "predict.hpp"
 
-#include <boost/math/distributions/normal.hpp>
-#include <boost/math/tools/roots.hpp>
 #include <cmath>
+
+#include "likelihood.hpp"
+#include "link.hpp"
 
 namespace vbagg {
 
 namespace {
 
-const boost::math::normal_distribution<double> kStdNormal;
-
-double Phi(double x) { return boost::math::cdf(kStdNormal, x); }
-double Phi_upper(double x) { return boost::math::cdf(boost::math::complement(kStdNormal, x)); }
-double Phi_inv(double q) { return boost::math::quantile(kStdNormal, q); }
-
 void check_level(double q) {
   if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + std::to_string(q) + " is not in (0, 1)");
 }
 
-// lambda = f^2: P(lambda <= t) = Phi((sqrt t - m)/s) - Phi((-sqrt t - m)/s).
-double square_cdf(double m, double s, double t) {
-  if (t <= 0) return 0.0;
-  const double r = std::sqrt(t);
-  return Phi((r - m) / s) - Phi((-r - m) / s);
-}
-
 }  // namespace
 
-double intensity_mean(Link link, double m, double s2) {
-  switch (link) {
-    case Link::exp:
-      return std::exp(m + 0.5 * s2);
-    case Link::square:
-      return m * m + s2;
-    case Link::identity:
-      return m;
-  }
-  return NAN;
-}
-
-double intensity_variance(Link link, double m, double s2) {
-  switch (link) {
-    case Link::exp:
-      return std::expm1(s2) * std::exp(2 * m + s2);
-    case Link::square:
-      return 2 * s2 * s2 + 4 * m * m * s2;
-    case Link::identity:
-      return s2;
-  }
-  return NAN;
-}
-
+double intensity_mean(Link link, double m, double s2) { return link_of(link).mean(m, s2); }
+double intensity_variance(Link link, double m, double s2) { return link_of(link).variance(m, s2); }
 double intensity_quantile(Link link, double m, double s2, double q) {
   check_level(q);
   if (!std::isfinite(m) || !std::isfinite(s2)) return NAN;
-  const double s = std::sqrt(s2);
-  switch (link) {
-    case Link::exp:
-      return std::exp(m + s * Phi_inv(q));
-    case Link::identity:
-      return m + s * Phi_inv(q);
-    case Link::square: {
-      if (s == 0) return m * m;
-      // F is continuous and increasing on [0, (|m| + 9s)^2]; TOMS 748 brackets the root.
-      auto f = [&](double t) { return square_cdf(m, s, t) - q; };
-      double lo = 0, hi = (std::abs(m) + 9 * s) * (std::abs(m) + 9 * s);
-      if (f(lo) >= 0) return 0.0;
-      boost::uintmax_t iters = 200;
-      const auto tol = [](double a, double b) { return std::abs(b - a) <= 1e-14 * std::max(1e-300, std::abs(b)); };
-      const auto root = boost::math::tools::toms748_solve(f, lo, hi, tol, iters);
-      return 0.5 * (root.first + root.second);
-    }
-  }
-  return NAN;
+  return link_of(link).quantile(m, s2, q);
 }
-
-double intensity_exceedance(Link link, double m, double s2, double t) {
-  const double s = std::sqrt(s2);
-  switch (link) {
-    case Link::exp:
-      if (t <= 0) return 1.0;
-      return s > 0 ? Phi_upper((std::log(t) - m) / s) : (std::exp(m) > t ? 1.0 : 0.0);
-    case Link::identity:
-      return s > 0 ? Phi_upper((t - m) / s) : (m > t ? 1.0 : 0.0);
-    case Link::square: {
-      if (t <= 0) return 1.0;
-      const double r = std::sqrt(t);
-      if (s == 0) return m * m > t ? 1.0 : 0.0;
-      // Upper tail written as a sum of upper tails, accurate when the probability is tiny.
-      return Phi_upper((r - m) / s) + Phi((-r - m) / s);
-    }
-  }
-  return NAN;
-}
+double intensity_exceedance(Link link, double m, double s2, double t) { return link_of(link).exceedance(m, s2, t); }
 
 void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& var, int threads, Index block) {
   const Posterior post = compute_posterior(model);
@@ -181,36 +111,18 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
 
 double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
   if (bags.empty()) return NAN;
-  Vector y(static_cast<Index>(bags.size()));
-  for (size_t k = 0; k < bags.size(); ++k) y[static_cast<Index>(k)] = data.response[bags[k]];
-  switch (model.spec.likelihood) {
-    case LikelihoodKind::poisson:
-      return bag_poisson_nll(y, predicted_bag_totals(model, data, bags, threads)).mean;
-    case LikelihoodKind::exponential: {
-      const Vector eta = predicted_bag_totals(model, data, bags, threads);
-      return (eta.array().log() + y.array() / eta.array()).mean();
-    }
-    case LikelihoodKind::normal: {
-      Matrix X;
-      Vector w, m, v;
-      bag_latents(model, data, bags, threads, X, w, m, v);
-      double nll = 0;
-      Index pos = 0;
-      for (size_t k = 0; k < bags.size(); ++k) {
-        const Index n = data.bag_size(bags[k]);
-        Vector wk = w.segment(pos, n);
-        if (model.spec.aggregation == Aggregation::mean) wk /= wk.sum();
-        const double mu = wk.dot(m.segment(pos, n));
-        const double var =
-            std::exp(model.log_noise) * wk.squaredNorm() + wk.array().square().matrix().dot(v.segment(pos, n));
-        const double e = y[static_cast<Index>(k)] - mu;
-        nll += 0.5 * (std::log(2 * M_PI * var) + e * e / var);
-        pos += n;
-      }
-      return nll / static_cast<double>(bags.size());
-    }
+  Matrix X;
+  Vector w, m, v;
+  bag_latents(model, data, bags, threads, X, w, m, v);
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  double nll = 0;
+  Index pos = 0;
+  for (Index a : bags) {
+    const Index n = data.bag_size(a);
+    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n));
+    pos += n;
   }
-  return NAN;
+  return nll / static_cast<double>(bags.size());
 }
 
 }  // namespace vbagg
@@ -223,8 +135,9 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
                             unsigned long long seed) {
   const Posterior post = compute_posterior(model);
   const Index n = X.cols(), M = model.num_inducing();
-  Vector w = w_in;
-  if (model.spec.likelihood == LikelihoodKind::normal && model.spec.aggregation == Aggregation::mean) w /= w.sum();
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  const LinkFunction& link = link_of(model.spec.link);
+  const Vector w = lik.aggregate_weights(model.spec, w_in);
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   // f = m + T^T z + r e with z ~ N(0, I_M) shared by the unit's pixels and e independent per
@@ -251,28 +164,10 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
     else
       F.noalias() = T.transpose() * Z;
     for (int s = 0; s < samples; ++s)
-      for (Index i = 0; i < len; ++i) {
-        const double f = F(i, s) + m[i] + resid_sd[i] * normal(rng);
-        eta[s] += w[begin + i] * (model.spec.link == Link::exp      ? std::exp(f)
-                                  : model.spec.link == Link::square ? f * f
-                                                                    : f);
-      }
+      for (Index i = 0; i < len; ++i) eta[s] += w[begin + i] * link.psi(F(i, s) + m[i] + resid_sd[i] * normal(rng));
   }
   Vector draws(samples);
-  const double noise_sd = std::sqrt(std::exp(model.log_noise) * w.squaredNorm());
-  for (int s = 0; s < samples; ++s) {
-    switch (model.spec.likelihood) {
-      case LikelihoodKind::poisson:
-        draws[s] = eta[s] > 0 ? static_cast<double>(std::poisson_distribution<long long>(eta[s])(rng)) : 0.0;
-        break;
-      case LikelihoodKind::normal:
-        draws[s] = eta[s] + noise_sd * normal(rng);
-        break;
-      case LikelihoodKind::exponential:
-        draws[s] = std::exponential_distribution<double>(1.0 / eta[s])(rng);
-        break;
-    }
-  }
+  for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], w, rng);
   return draws;
 }
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "atomic_file.hpp"
+#include "core/likelihood.hpp"
 #include "core/types.hpp"
 
 namespace vbagg::io {
@@ -123,6 +124,7 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     out << YAML::Key << "link" << YAML::Value << to_string(m.spec.link);
     out << YAML::Key << "covariance" << YAML::Value << to_string(m.spec.covariance);
     out << YAML::Key << "aggregation" << YAML::Value << to_string(m.spec.aggregation);
+    out << YAML::Key << "expectation" << YAML::Value << to_string(m.spec.expectation);
     out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
     if (m.spec.map_estimate) out << YAML::Key << "prior_precision" << YAML::Value << m.spec.prior_precision;
     out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
@@ -138,7 +140,9 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     }
     out << YAML::EndSeq;
     out << YAML::Key << "mean" << YAML::Value << m.mean;
-    out << YAML::Key << "log_noise" << YAML::Value << m.log_noise;
+    const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
+    for (size_t k = 0; k < lik_names.size(); ++k)
+      out << YAML::Key << lik_names[k] << YAML::Value << m.likelihood_params[static_cast<Index>(k)];
     out << YAML::Key << "jitter" << YAML::Value << m.jitter;
     out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
     for (Index j = 0; j < m.num_inducing(); ++j) emit_vector(out, m.inducing.col(j));
@@ -256,6 +260,8 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     m.spec.link = parse_link(r.get<std::string>(mn, "link", "model."));
     m.spec.covariance = parse_covariance_mode(r.get<std::string>(mn, "covariance", "model."));
     m.spec.aggregation = parse_aggregation(r.get<std::string>(mn, "aggregation", "model."));
+    // Files written before the delta method existed used the bound.
+    if (mn["expectation"]) m.spec.expectation = parse_expectation(r.get<std::string>(mn, "expectation", "model."));
     m.spec.validate();
   } catch (const ConfigError& e) {
     r.broken(e.what());
@@ -284,7 +290,10 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     r.broken(e.what());
   }
   m.mean = r.get<double>(mn, "mean", "model.");
-  m.log_noise = r.get<double>(mn, "log_noise", "model.");
+  const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
+  m.likelihood_params.resize(static_cast<Index>(lik_names.size()));
+  for (size_t k = 0; k < lik_names.size(); ++k)
+    m.likelihood_params[static_cast<Index>(k)] = r.get<double>(mn, lik_names[k], "model.");
   m.jitter = r.get<double>(mn, "jitter", "model.");
   const YAML::Node in = r.at(mn, "inducing", "model.");
   if (!in.IsSequence() || in.size() == 0) r.broken("'model.inducing' must be a non-empty list");

@@ -247,7 +247,7 @@ TEST(Objective, NormalBagTermMatchesClosedForm) {
   const Posterior post = compute_posterior(model);
   Vector m, v;
   latent_marginals(model, post, X, m, v);
-  const double tau = std::exp(model.log_noise);
+  const double tau = std::exp(model.likelihood_params[0]);
   double expect = 0;
   for (int a = 0; a < 2; ++a) {
     const double e = data.response[a] - m[a];

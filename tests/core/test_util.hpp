@@ -4,6 +4,7 @@
 #include <random>
 
 #include "core/dataset.hpp"
+#include "core/likelihood.hpp"
 #include "core/model.hpp"
 
 namespace vbagg::test {
@@ -27,17 +28,12 @@ inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index 
   for (Index i = 0; i < N; ++i) p[i] = unif(rng);
   Vector y(bags);
   for (Index a = 0; a < bags; ++a) {
-    switch (lik) {
-      case LikelihoodKind::poisson:
-        y[a] = std::floor(20 * unif(rng));
-        break;
-      case LikelihoodKind::normal:
-        y[a] = 3 * normal(rng);
-        break;
-      case LikelihoodKind::exponential:
-        y[a] = unif(rng);
-        break;
-    }
+    if (likelihood_of(lik).is_count())
+      y[a] = std::floor(20 * unif(rng));
+    else if (lik == LikelihoodKind::normal)
+      y[a] = 3 * normal(rng);
+    else
+      y[a] = unif(rng);
   }
   Dataset d = make_dataset(X, p, bag_of, y);
   for (Index i = 0; i < N; ++i) d.coverage[i] = i % 7 == 0 ? 0.25 + 0.5 * unif(rng) / 2 : 1.0;
@@ -65,7 +61,8 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   }
   if (spec.map_estimate) m.q_chol.setZero();  // a point estimate has no L_v
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
-  m.log_noise = -0.5;
+  m.likelihood_params = Vector::Constant(
+      static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
   m.jitter = 1e-6;
   return m;
 }

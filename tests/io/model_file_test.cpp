@@ -35,7 +35,7 @@ io::ModelFile sample_file() {
   for (Index j = 0; j < M; ++j)
     for (Index i = j; i < M; ++i) m.q_chol(i, j) = i == j ? std::exp(normal(rng)) : normal(rng) / 11.0;
   m.mean = 1.0 / 3.0;
-  m.log_noise = -std::sqrt(2.0);
+  m.likelihood_params = Vector::Constant(1, -std::sqrt(2.0));
   m.jitter = 1e-6;
   f.covariates = {"lst day", "rain, mm"};
   f.standardization.mean = (Vector(2) << 0.1, 1e-17).finished();
@@ -69,7 +69,7 @@ TEST(ModelFile, RoundTripsExactly) {
   EXPECT_TRUE(bit_equal(f.standardization.sd, g.standardization.sd));
   EXPECT_TRUE(bit_equal(f.standardization.mean, g.standardization.mean));
   EXPECT_EQ(f.model.mean, g.model.mean);
-  EXPECT_EQ(f.model.log_noise, g.model.log_noise);
+  EXPECT_EQ(f.model.likelihood_params, g.model.likelihood_params);
   EXPECT_EQ(f.model.jitter, g.model.jitter);
   EXPECT_EQ(f.model.pack(), g.model.pack());
   EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::normal);

@@ -1,0 +1,30 @@
+// What a bag term reads of q for one bag, and the derivatives it returns (MODEL.md sections 4, 5).
+#pragma once
+
+#include "types.hpp"
+
+namespace vbagg {
+
+// m and s2 are always set. T (M x N_a, T = L_v^T L_W^{-1} K_Wa) is set for terms in nystrom mode,
+// C (N_a x N_a, the exact within-bag covariance of f) in exact mode.
+struct BagPosterior {
+  Eigen::Ref<const Vector> m;
+  Eigen::Ref<const Vector> s2;
+  Eigen::Ref<const Vector> weight;  // effective pixel weights c_i p_i
+  double y;
+  const Matrix* T = nullptr;
+  const Matrix* C = nullptr;
+};
+
+// Derivatives of l_a. gT and gC are only written when T and C were given; g_params has one entry
+// per likelihood parameter.
+struct BagGradient {
+  Vector gm, gs2;
+  Matrix gT, gC;
+  Vector g_params;
+};
+
+// Which of T and C a bag term reads.
+enum class BagNeeds { marginals, nystrom, exact };
+
+}  // namespace vbagg

@@ -1,0 +1,48 @@
+#include "count.hpp"
+
+#include <cmath>
+
+namespace vbagg {
+
+double initial_rate(const Dataset& train) {
+  const double rate = train.response.sum() / train.bag_weights().sum();
+  if (!(rate > 0)) throw DataError("the training bags have no positive response; the rate cannot be initialised");
+  return rate;
+}
+
+double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag,
+                             BagGradient* grad) const {
+  const LinkFunction& link = link_of(spec.link);
+  CountMoments mo;
+  link.count_moments(spec, bag, mo);
+  CountMomentsGradient d;
+  Vector g_params;
+  const double value = score(bag.y, mo, params, grad ? &d : nullptr, grad ? &g_params : nullptr);
+  if (grad) {
+    link.count_moments_backward(spec, bag, mo, d, *grad);
+    grad->g_params = std::move(g_params);
+  }
+  return value;
+}
+
+void CountLikelihood::initialise(const Dataset& train, Model& model) const {
+  const double rate = initial_rate(train);
+  // exp link: E[e^f] = e^{mu + 1/2} under the unit-variance prior; a point estimate has no 1/2.
+  model.mean = model.spec.link == Link::square ? std::sqrt(rate)
+                                                : std::log(rate) - (model.spec.map_estimate ? 0.0 : 0.5);
+  model.likelihood_params = initial_params(train, rate);
+}
+
+double CountLikelihood::predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
+                                       const Vector& v) const {
+  const LinkFunction& link = link_of(model.spec.link);
+  double mean = 0;
+  for (Index i = 0; i < w.size(); ++i) mean += w[i] * link.mean(m[i], v[i]);
+  return count_nll(y, mean, model.likelihood_params);
+}
+
+double CountLikelihood::draw(const Model& model, double eta, const Vector&, std::mt19937_64& rng) const {
+  return count_draw(eta, model.likelihood_params, rng);
+}
+
+}  // namespace vbagg

@@ -1,0 +1,41 @@
+// The shared shape of the count likelihoods (Poisson, negative binomial): each is a scalar
+// function of the bag-mean summary of its link (CountMoments), so a count likelihood only writes
+// that function, its NLL and its draw; the link does the vector calculus.
+#pragma once
+
+#include "core/likelihood.hpp"
+#include "core/link.hpp"
+
+namespace vbagg {
+
+class CountLikelihood : public BagLikelihood {
+ public:
+  std::vector<Link> links() const override { return {Link::exp, Link::square}; }
+  bool is_count() const override { return true; }
+  // At a point estimate the delta method's covariance must vanish: nystrom form only.
+  bool allows_map(const ModelSpec& spec) const override {
+    return spec.link == Link::exp && (spec.expectation == Expectation::bound || spec.covariance == CovarianceMode::nystrom);
+  }
+  const char* intensity_unit() const override { return "cases per person"; }
+  BagNeeds needs(const ModelSpec& spec) const override { return link_of(spec.link).count_needs(spec); }
+  double term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) const override;
+  void initialise(const Dataset& train, Model& model) const override;
+  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v) const override;
+  double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const override;
+
+  // l_a from the summary, with d l_a / d(summary) into *d and d l_a / d params into *g_params.
+  virtual double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,
+                       Vector* g_params) const = 0;
+  // -log p(y | mean) of the observation model alone.
+  virtual double count_nll(double y, double mean, const Vector& params) const = 0;
+  virtual double count_draw(double mean, const Vector& params, std::mt19937_64& rng) const = 0;
+
+ protected:
+  // The likelihood's parameters at the start, given the training bags and their overall rate.
+  virtual Vector initial_params(const Dataset&, double) const { return Vector(); }
+};
+
+// sum_a y_a / sum_a P_a over the training bags; a DataError when it is not positive.
+double initial_rate(const Dataset& train);
+
+}  // namespace vbagg

@@ -1,0 +1,185 @@
+#include "param_layout.hpp"
+
+#include <cmath>
+
+#include "likelihood.hpp"
+
+namespace vbagg {
+
+namespace {
+
+Index tri(const Model& m) { return m.spec.map_estimate ? 0 : m.num_inducing() * (m.num_inducing() + 1) / 2; }
+
+std::string idx(Index i) { return "[" + std::to_string(i) + "]"; }
+std::string idx(Index i, Index j) { return "[" + std::to_string(i) + "," + std::to_string(j) + "]"; }
+
+const ParamBlock kQMean{
+    ParamBlockId::q_mean,
+    [](const Model& m) { return m.num_inducing(); },
+    [](const Model& m, double* out) { Eigen::Map<Vector>(out, m.num_inducing()) = m.q_mean; },
+    [](Model& m, const double* in) { m.q_mean = Eigen::Map<const Vector>(in, m.num_inducing()); },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (Index i = 0; i < m.num_inducing(); ++i) out.push_back("q_mean" + idx(i));
+    },
+    [](const Model& m, const ModelGradient& g, double* out) { Eigen::Map<Vector>(out, m.num_inducing()) = g.q_mean; },
+};
+
+// L_v column by column, the diagonal as its log so it stays positive.
+const ParamBlock kQChol{
+    ParamBlockId::q_chol,
+    tri,
+    [](const Model& m, double* out) {
+      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+        *out++ = std::log(m.q_chol(j, j));
+        for (Index i = j + 1; i < m.num_inducing(); ++i) *out++ = m.q_chol(i, j);
+      }
+    },
+    [](Model& m, const double* in) {
+      const Index M = m.num_inducing();
+      m.q_chol.setZero(M, M);
+      for (Index j = 0; j < M && !m.spec.map_estimate; ++j) {
+        m.q_chol(j, j) = std::exp(*in++);
+        for (Index i = j + 1; i < M; ++i) m.q_chol(i, j) = *in++;
+      }
+    },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+        out.push_back("log q_chol" + idx(j, j));
+        for (Index i = j + 1; i < m.num_inducing(); ++i) out.push_back("q_chol" + idx(i, j));
+      }
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+        *out++ = g.q_chol(j, j) * m.q_chol(j, j);  // d/d log L_jj
+        for (Index i = j + 1; i < m.num_inducing(); ++i) *out++ = g.q_chol(i, j);
+      }
+    },
+};
+
+const ParamBlock kMean{
+    ParamBlockId::mean,
+    [](const Model&) { return Index{1}; },
+    [](const Model& m, double* out) { *out = m.mean; },
+    [](Model& m, const double* in) { m.mean = *in; },
+    [](const Model&, std::vector<std::string>& out) { out.push_back("mean"); },
+    [](const Model&, const ModelGradient& g, double* out) { *out = g.mean; },
+};
+
+const ParamBlock kKernel{
+    ParamBlockId::kernel,
+    [](const Model& m) { return m.kernel.num_params(); },
+    [](const Model& m, double* out) { Eigen::Map<Vector>(out, m.kernel.num_params()) = m.kernel.params(); },
+    [](Model& m, const double* in) { m.kernel.set_params(Eigen::Map<const Vector>(in, m.kernel.num_params())); },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (const auto& n : m.kernel.param_names()) out.push_back("kernel." + n);
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      Eigen::Map<Vector>(out, m.kernel.num_params()) = g.kernel;
+    },
+};
+
+Index likelihood_size(const Model& m) {
+  return static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size());
+}
+
+const ParamBlock kLikelihood{
+    ParamBlockId::likelihood,
+    likelihood_size,
+    [](const Model& m, double* out) {
+      if (m.likelihood_params.size() != likelihood_size(m))
+        throw ConfigError("the model holds " + std::to_string(m.likelihood_params.size()) +
+                          " likelihood parameters but likelihood '" + to_string(m.spec.likelihood) + "' has " +
+                          std::to_string(likelihood_size(m)));
+      Eigen::Map<Vector>(out, likelihood_size(m)) = m.likelihood_params;
+    },
+    [](Model& m, const double* in) { m.likelihood_params = Eigen::Map<const Vector>(in, likelihood_size(m)); },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (const auto& n : likelihood_of(m.spec.likelihood).param_names()) out.push_back(n);
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      Eigen::Map<Vector>(out, likelihood_size(m)) = g.likelihood;
+    },
+};
+
+const ParamBlock kInducing{
+    ParamBlockId::inducing,
+    [](const Model& m) { return m.spec.learn_inducing ? m.inducing.size() : Index{0}; },
+    [](const Model& m, double* out) {
+      if (m.spec.learn_inducing) Eigen::Map<Vector>(out, m.inducing.size()) = m.inducing.reshaped();
+    },
+    [](Model& m, const double* in) {
+      if (m.spec.learn_inducing) m.inducing.reshaped() = Eigen::Map<const Vector>(in, m.inducing.size());
+    },
+    [](const Model& m, std::vector<std::string>& out) {
+      if (!m.spec.learn_inducing) return;
+      for (Index j = 0; j < m.num_inducing(); ++j)
+        for (Index d = 0; d < m.num_inputs(); ++d) out.push_back("inducing" + idx(d, j));
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      if (m.spec.learn_inducing) Eigen::Map<Vector>(out, m.inducing.size()) = g.inducing.reshaped();
+    },
+};
+
+}  // namespace
+
+const std::vector<ParamBlock>& param_blocks() {
+  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kKernel, kLikelihood, kInducing};
+  return blocks;
+}
+
+ParamSlice param_slice(const Model& model, ParamBlockId id) {
+  ParamSlice s;
+  for (const ParamBlock& b : param_blocks()) {
+    s.size = b.size(model);
+    if (b.id == id) return s;
+    s.offset += s.size;
+  }
+  return {s.offset, 0};
+}
+
+Index Model::num_params() const {
+  Index n = 0;
+  for (const ParamBlock& b : param_blocks()) n += b.size(*this);
+  return n;
+}
+
+Vector Model::pack() const {
+  Vector theta(num_params());
+  Index k = 0;
+  for (const ParamBlock& b : param_blocks()) {
+    b.pack(*this, theta.data() + k);
+    k += b.size(*this);
+  }
+  return theta;
+}
+
+void Model::unpack(const Vector& theta) {
+  if (theta.size() != num_params())
+    throw ConfigError("a parameter vector of " + std::to_string(theta.size()) + " entries does not fit a model of " +
+                      std::to_string(num_params()));
+  Index k = 0;
+  for (const ParamBlock& b : param_blocks()) {
+    // Sizes are read before unpacking: a block may change what a later one sees.
+    const Index n = b.size(*this);
+    b.unpack(*this, theta.data() + k);
+    k += n;
+  }
+}
+
+std::vector<std::string> Model::param_names() const {
+  std::vector<std::string> names;
+  for (const ParamBlock& b : param_blocks()) b.names(*this, names);
+  return names;
+}
+
+Vector ModelGradient::pack(const Model& m) const {
+  Vector g(m.num_params());
+  Index k = 0;
+  for (const ParamBlock& b : param_blocks()) {
+    b.pack_gradient(m, *this, g.data() + k);
+    k += b.size(m);
+  }
+  return g;
+}
+
+}  // namespace vbagg

@@ -1,0 +1,37 @@
+// The one description of a model's free parameter vector. Counting, packing, unpacking, names and
+// the packing of a gradient all walk this list of blocks, so a new parameter is one new block.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model.hpp"
+
+namespace vbagg {
+
+enum class ParamBlockId { q_mean, q_chol, mean, kernel, likelihood, inducing };
+
+struct ParamBlock {
+  ParamBlockId id;
+  // Number of entries for this model (0 when the block is absent).
+  Index (*size)(const Model&);
+  // Writes the block's entries of theta / reads them back.
+  void (*pack)(const Model&, double* out);
+  void (*unpack)(Model&, const double* in);
+  // Appends one name per entry.
+  void (*names)(const Model&, std::vector<std::string>& out);
+  // Writes the gradient with respect to the packed entries (e.g. d/d log L_jj for the diagonal).
+  void (*pack_gradient)(const Model&, const ModelGradient&, double* out);
+};
+
+// The blocks in the order of the parameter vector. q(v) comes first, so natural-gradient steps
+// own a leading slice.
+const std::vector<ParamBlock>& param_blocks();
+
+// Offset and size of one block within Model::pack() for this model.
+struct ParamSlice {
+  Index offset = 0, size = 0;
+};
+ParamSlice param_slice(const Model& model, ParamBlockId id);
+
+}  // namespace vbagg
