@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/baselines.hpp"
+#include "core/likelihood.hpp"
 #include "core/metrics.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
@@ -58,7 +59,10 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   const Vector yhat = unit_totals(m, d, bags, threads);
   r.observed.assign(y.data(), y.data() + y.size());
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
-  const bool poisson = model.spec.likelihood == LikelihoodKind::poisson;
+  // Poisson models (and the constant baseline) are scored by the Poisson NLL of their totals;
+  // other likelihoods by their own predictive density.
+  const bool poisson = m.file.kind == "constant" || model.spec.likelihood == LikelihoodKind::poisson;
+  const bool counts = m.file.kind == "constant" || likelihood_of(model.spec.likelihood).is_count();
   if (poisson) {
     const BagNll nll = bag_poisson_nll(y, yhat);
     r.bag_nll_sum = nll.sum;
@@ -81,7 +85,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     const Index a = bags[static_cast<size_t>(k)];
     base[k] = std::find(train.begin(), train.end(), a) != train.end() ? d.response[a] : rate * P[k];
   }
-  if (poisson) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
+  if (counts) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   // Coverage of the observed counts by central predictive intervals.

@@ -8,6 +8,8 @@
 #include <random>
 #include <unordered_map>
 
+#include "core/likelihood.hpp"
+
 namespace vbagg::cli {
 
 Split split_units(Index bags, double fraction, unsigned long long seed) {
@@ -32,6 +34,7 @@ ModelSpec model_spec(const Config& c) {
   s.link = parse_link(c.text("model.link"));
   s.covariance = parse_covariance_mode(c.text("model.covariance"));
   s.aggregation = parse_aggregation(c.text("model.aggregation"));
+  s.expectation = parse_expectation(c.text("model.expectation"));
   s.learn_inducing = c.boolean("model.inducing.learn_locations");
   s.map_estimate = c.text("model.kind") == "nystrom";
   s.prior_precision = c.real("model.prior_precision");
@@ -41,8 +44,8 @@ ModelSpec model_spec(const Config& c) {
     throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ") : std::string("model.likelihood / model.link: ")) +
                       e.what());
   }
-  if (c.text("model.kind") == "constant" && s.likelihood != LikelihoodKind::poisson)
-    throw ConfigError("model.kind constant is a rate per unit: it needs model.likelihood poisson");
+  if (c.text("model.kind") == "constant" && !likelihood_of(s.likelihood).is_count())
+    throw ConfigError("model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
   return s;
 }
 

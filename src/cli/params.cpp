@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "core/model.hpp"
+
 namespace vbagg::cli {
 
 namespace {
@@ -102,28 +104,41 @@ std::vector<Param> make_params() {
       {"model.likelihood",
        T::choice,
        "poisson",
-       {"poisson", "normal", "exponential"},
+       likelihood_names(),
        -kInf,
        kInf,
-       "Bag observation model."},
+       "Bag observation model: poisson counts; negative_binomial counts with a learned dispersion r (variance "
+       "mu + mu^2/r), for counts that vary more than Poisson; normal values; exponential positive values."},
       {"model.link",
        T::choice,
        "exp",
-       {"exp", "square", "identity"},
+       link_names(),
        -kInf,
        kInf,
-       "Link from the GP to the intensity: exp or square for poisson, identity for normal, exp for exponential."},
+       "Link from the GP to the intensity: exp or square for the count likelihoods, identity for normal, exp for "
+       "exponential."},
+      {"model.expectation",
+       T::choice,
+       "bound",
+       expectation_names(),
+       -kInf,
+       kInf,
+       "Expected log likelihood of a count bag under the exp link: bound (the Jensen lower bound of the paper; "
+       "drops the posterior variance inside the log, so intervals come out narrow) or delta (second-order delta "
+       "method, keeps that variance; reads the within-bag covariance per model.covariance). The square link always "
+       "uses its second-order expansion."},
       {"model.covariance",
        T::choice,
        "nystrom",
-       {"nystrom", "exact"},
+       covariance_mode_names(),
        -kInf,
        kInf,
-       "Within-bag covariance for the square link and the normal model: nystrom O(N M^2) or exact O(N^2 M)."},
+       "Within-bag covariance for the square link, the delta method and the normal model: nystrom O(N M^2) or "
+       "exact O(N^2 M)."},
       {"model.aggregation",
        T::choice,
        "sum",
-       {"sum", "mean"},
+       aggregation_names(),
        -kInf,
        kInf,
        "Normal model: the bag value is the population-weighted sum or mean of the pixel values."},

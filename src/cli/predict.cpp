@@ -10,6 +10,8 @@
 #include <unordered_map>
 
 #include "app.hpp"
+#include "core/likelihood.hpp"
+#include "core/link.hpp"
 #include "core/predict.hpp"
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
@@ -39,13 +41,9 @@ struct Output {
   std::vector<float> strip;
 };
 
-std::string intensity_unit(const Model& m) {
-  return m.spec.likelihood == LikelihoodKind::poisson ? "cases per person" : "value per unit weight";
-}
+std::string intensity_unit(const Model& m) { return likelihood_of(m.spec.likelihood).intensity_unit(); }
 
-std::string latent_unit(const Model& m) {
-  return m.spec.link == Link::exp ? "log intensity" : m.spec.link == Link::square ? "sqrt intensity" : "intensity";
-}
+std::string latent_unit(const Model& m) { return link_of(m.spec.link).latent_meaning(); }
 
 // units.csv: observed count, predicted total with a central predictive interval, per unit.
 void write_units_csv(const std::string& path, const LoadedModel& m, const std::vector<double>& levels, int samples,

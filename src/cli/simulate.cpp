@@ -155,7 +155,7 @@ int simulate_main(int argc, char** argv) {
   std::string kind, out, size = "160x120";
   unsigned long long seed = 1;
   int units = 60, covariates = 4, bags = 100;
-  double bag_mean = 150, bag_sd = 50;
+  double bag_mean = 150, bag_sd = 50, unit_noise = 0;
   bool quiet = false, verbose = false;
   app.add_option("--kind", kind, "What to simulate")->required()->check(CLI::IsMember({"country", "swissroll"}));
   app.add_option("--out", out, "Output folder (created if missing)")->required();
@@ -167,6 +167,11 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--covariates", covariates, "country: number of covariate rasters")
       ->capture_default_str()
       ->check(CLI::Range(1, 20));
+  app.add_option("--unit-noise", unit_noise,
+                 "country: overdispersion; each unit's expected count is multiplied by a lognormal factor "
+                 "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3.0));
   app.add_option("--bags", bags, "swissroll: number of bags")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--bag-mean", bag_mean, "swissroll: mean bag size")->capture_default_str();
   app.add_option("--bag-sd", bag_sd, "swissroll: standard deviation of the bag size")->capture_default_str();
@@ -187,6 +192,7 @@ int simulate_main(int argc, char** argv) {
       }
       o.units = units;
       o.covariates = covariates;
+      o.unit_noise_sd = unit_noise;
       o.seed = seed;
       simulate_country(out, o);
     } else {

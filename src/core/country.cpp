@@ -34,6 +34,8 @@ Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
 }  // namespace
 
 Country make_country(const CountryOptions& o) {
+  if (!(o.unit_noise_sd >= 0 && o.unit_noise_sd <= 3))
+    throw ConfigError("synthetic country: the unit noise sd must be in [0, 3]");
   if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
     throw ConfigError(
         "synthetic country: need a grid of at least 4 x 4, at least one covariate, and 1 to (pixels / 4) units");
@@ -110,8 +112,16 @@ Country make_country(const CountryOptions& o) {
       c.unit_of_pixel[static_cast<size_t>(i)] = best;
       rate[best] += c.population[i] * c.intensity[i];
     }
+  // The unit effects have a stream of their own, so a country without them is unchanged.
+  c.unit_effect = Vector::Zero(o.units);
+  if (o.unit_noise_sd > 0) {
+    std::mt19937_64 noise_rng(o.seed ^ 0x9e3779b97f4a7c15ULL);
+    for (int u = 0; u < o.units; ++u)
+      c.unit_effect[u] = -0.5 * o.unit_noise_sd * o.unit_noise_sd + o.unit_noise_sd * normal(noise_rng);
+  }
   for (int u = 0; u < o.units; ++u)
-    c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u])(rng));
+    c.counts[u] =
+        static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
   return c;
 }
 

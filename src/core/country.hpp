@@ -13,6 +13,9 @@ struct CountryOptions {
   int width = 160, height = 120;  // pixels
   int units = 60;
   int covariates = 4;
+  // Overdispersion: each unit's expected count is multiplied by e^{u_a}, u_a ~ N(-sd^2/2, sd^2)
+  // (mean factor 1), before its count is drawn, as real counts vary more than Poisson.
+  double unit_noise_sd = 0;
   unsigned long long seed = 1;
 };
 
@@ -23,7 +26,8 @@ struct Country {
   Vector population;               // people per pixel (0 in the lake)
   Vector intensity;                // true lambda: cases per person
   std::vector<int> unit_of_pixel;  // 0-based unit index per pixel
-  Vector counts;                   // y_a ~ Poisson(sum over the unit's pixels of p_i lambda_i)
+  Vector counts;                   // y_a ~ Poisson(e^{u_a} sum over the unit's pixels of p_i lambda_i)
+  Vector unit_effect;              // u_a (all 0 without overdispersion)
   std::vector<double> beta;        // true coefficients of the standardised covariates
 };
 

@@ -73,9 +73,11 @@ struct HoldoutTracker {
   int best_epoch = 0;
   Vector best_theta;
   double best_jitter = 0;
+  int epoch_offset = 0;  // epochs of earlier stages of a staged fit
 
-  double update(const Model& model, int epoch) {
+  double update(const Model& model, int stage_epoch) {
     if (bags.empty()) return NAN;
+    const int epoch = stage_epoch + epoch_offset;
     const double nll = bag_predictive_nll(model, data, bags, options.threads);
     if (nll < best) {
       best = nll;
@@ -85,8 +87,8 @@ struct HoldoutTracker {
     }
     return nll;
   }
-  bool exhausted(int epoch) const {
-    return options.patience > 0 && !bags.empty() && epoch - best_epoch >= options.patience;
+  bool exhausted(int stage_epoch) const {
+    return options.patience > 0 && !bags.empty() && stage_epoch + epoch_offset - best_epoch >= options.patience;
   }
   void restore(Model& model) const {
     if (best_theta.size()) {
@@ -101,8 +103,11 @@ bool converged(double prev, double cur, double tol) {
   return tol > 0 && std::isfinite(prev) && std::abs(cur - prev) <= tol * std::max(1.0, std::abs(prev));
 }
 
+// Entries of the gradient that stay zero, so their parameters keep their values.
+void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
+
 FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
-                   const FitOptions& o) {
+                   const FitOptions& o, const ParamSlice& frozen) {
   const auto t0 = Clock::now();
   std::mt19937_64 rng(o.seed);
   const Index n = static_cast<Index>(train.size());
@@ -156,6 +161,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         ++res.recovered_steps;
       }
       model.jitter = std::max(model.jitter, v.jitter_used);
+      freeze(g, frozen);
       last_good = theta;
       sum += v.elbo;
       ++batches;
@@ -207,7 +213,7 @@ struct StopFit {
 };
 
 FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
-                    const FitOptions& o) {
+                    const FitOptions& o, const ParamSlice& frozen) {
   const auto t0 = Clock::now();
   ObjectiveOptions obj;
   obj.threads = o.threads;
@@ -231,6 +237,7 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
       return INFINITY;
     }
     model.jitter = std::max(model.jitter, v.jitter_used);
+    freeze(grad, frozen);
     grad = -grad;
     ++evals;
     if (-v.elbo < best_f) {
@@ -293,8 +300,35 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     if (!(options.natgrad_step > 0 && options.natgrad_step <= 1))
       throw ConfigError("train.natgrad_step must be in (0, 1]");
   }
-  FitResult res = options.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, options)
-                                                        : fit_adam(model, data, train, tracker, options);
+  auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
+    return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
+                                           : fit_adam(model, data, train, tracker, o, frozen);
+  };
+  // A likelihood with parameters of its own (the negative binomial's dispersion) first fits with
+  // them held at their start, then with everything free. Fitted jointly from the prior, a
+  // dispersion would explain the data as noise before the field could, and stay there.
+  const ParamSlice likelihood_block = param_slice(model, ParamBlockId::likelihood);
+  FitResult res;
+  if (likelihood_block.size > 0 && options.staged) {
+    const FitResult first = run(options, likelihood_block);
+    if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
+      res = first;
+    } else {
+      FitOptions second = options;
+      if (options.on_epoch)
+        second.on_epoch = [&](const EpochInfo& e) {
+          EpochInfo shifted = e;
+          shifted.epoch += first.epochs;
+          return options.on_epoch(shifted);
+        };
+      tracker.epoch_offset = first.epochs;
+      res = run(second, ParamSlice{});
+      res.epochs += first.epochs;
+      res.recovered_steps += first.recovered_steps;
+    }
+  } else {
+    res = run(options, ParamSlice{});
+  }
   if (!holdout.empty()) {
     res.best_holdout_nll = tracker.best;
     res.best_epoch = tracker.best_epoch;

@@ -8,47 +8,7 @@
 namespace vbagg {
 namespace {
 
-struct Case {
-  std::string name;
-  ModelSpec spec;
-};
-
-std::vector<Case> likelihood_cases() {
-  auto spec = [](LikelihoodKind l, Link k, CovarianceMode c, Aggregation a) {
-    ModelSpec s;
-    s.likelihood = l;
-    s.link = k;
-    s.covariance = c;
-    s.aggregation = a;
-    s.learn_inducing = true;
-    return s;
-  };
-  using L = LikelihoodKind;
-  using C = CovarianceMode;
-  using A = Aggregation;
-  return {
-      {"poisson_exp", spec(L::poisson, Link::exp, C::nystrom, A::sum)},
-      {"poisson_square_nystrom", spec(L::poisson, Link::square, C::nystrom, A::sum)},
-      {"poisson_square_exact", spec(L::poisson, Link::square, C::exact, A::sum)},
-      {"normal_sum_nystrom", spec(L::normal, Link::identity, C::nystrom, A::sum)},
-      {"normal_sum_exact", spec(L::normal, Link::identity, C::exact, A::sum)},
-      {"normal_mean_nystrom", spec(L::normal, Link::identity, C::nystrom, A::mean)},
-      {"normal_mean_exact", spec(L::normal, Link::identity, C::exact, A::mean)},
-      {"exponential_exp", spec(L::exponential, Link::exp, C::nystrom, A::sum)},
-      {"poisson_exp_map",
-       [&] {
-         ModelSpec s = spec(L::poisson, Link::exp, C::nystrom, A::sum);
-         s.map_estimate = true;
-         s.prior_precision = 2.5;
-         return s;
-       }()},
-      {"normal_sum_map", [&] {
-         ModelSpec s = spec(L::normal, Link::identity, C::nystrom, A::sum);
-         s.map_estimate = true;
-         return s;
-       }()},
-  };
-}
+std::vector<test::SpecCase> likelihood_cases() { return test::all_specs(); }
 
 const Index kCov = 2, kCoords = 2, kD = kCov + kCoords;
 
@@ -108,7 +68,7 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
-                         ::testing::Combine(::testing::Range<size_t>(0, 10), ::testing::Range<size_t>(0, 6)),
+                         ::testing::Combine(::testing::Range<size_t>(0, likelihood_cases().size()), ::testing::Range<size_t>(0, 6)),
                          [](const auto& info) {
                            return likelihood_cases()[std::get<0>(info.param)].name + "_" +
                                   kernel_cases()[std::get<1>(info.param)].first;

@@ -2,12 +2,62 @@
 #pragma once
 
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/dataset.hpp"
 #include "core/likelihood.hpp"
 #include "core/model.hpp"
 
 namespace vbagg::test {
+
+struct SpecCase {
+  std::string name;
+  ModelSpec spec;
+};
+
+// Every registered likelihood x link x expectation x covariance mode (x aggregation for the
+// Normal model), and the MAP variant where the likelihood allows one: the gradient and
+// natural-gradient tests run over this list, so a new likelihood or link is tested by them.
+// Variants whose bag term reads the same thing (the covariance mode of a bound that only needs
+// marginals, the delta method of a link whose expectation is already second order) are skipped.
+inline std::vector<SpecCase> all_specs() {
+  std::vector<SpecCase> out;
+  for (const BagLikelihood* lik : likelihood_registry())
+    for (Link link : lik->links())
+      for (Expectation ex : {Expectation::bound, Expectation::delta})
+        for (CovarianceMode cov : {CovarianceMode::nystrom, CovarianceMode::exact})
+          for (Aggregation agg : {Aggregation::sum, Aggregation::mean}) {
+            ModelSpec s;
+            s.likelihood = lik->id();
+            s.link = link;
+            s.expectation = ex;
+            s.covariance = cov;
+            s.aggregation = agg;
+            if (ex == Expectation::delta) {
+              if (!lik->has_delta_method()) continue;
+              ModelSpec b = s;
+              b.expectation = Expectation::bound;
+              if (!lik->is_count() || lik->needs(b) == lik->needs(s)) continue;
+            }
+            if (cov == CovarianceMode::exact) {
+              ModelSpec n = s;
+              n.covariance = CovarianceMode::nystrom;
+              if (lik->needs(n) == BagNeeds::marginals) continue;
+            }
+            if (agg == Aggregation::mean && s.likelihood != LikelihoodKind::normal) continue;
+            const std::string name = std::string(lik->name()) + "_" + to_string(link) + "_" + to_string(ex) + "_" +
+                                     to_string(cov) + (s.likelihood == LikelihoodKind::normal ? "_" + to_string(agg) : "");
+            s.learn_inducing = true;
+            out.push_back({name, s});
+            if (lik->allows_map(s) && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
+              s.map_estimate = true;
+              s.prior_precision = 2.5;
+              out.push_back({name + "_map", s});
+            }
+          }
+  return out;
+}
 
 // A dataset with uneven bag sizes drawn from [min_size, max_size], Gaussian inputs and
 // population weights in [0.5, 2]. Responses suit the likelihood (counts, reals or positives).

@@ -1,0 +1,146 @@
+// The expectations of the count bag terms (MODEL.md 4a, 4e, 4f) against brute-force Monte Carlo
+// of E_q[log p(y_a | sum_i w_i e^{f_i})] with f drawn jointly from q's exact within-bag covariance.
+#include <gtest/gtest.h>
+
+#include <Eigen/Cholesky>
+#include <cmath>
+#include <random>
+
+#include "core/likelihood.hpp"
+#include "core/likelihoods/count.hpp"
+#include "core/objective.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+const Index kD = 3;
+
+// Mean and exact covariance of f over bag a's pixels.
+void bag_moments(const Model& model, const Dataset& data, Index a, Vector& m, Matrix& C) {
+  const Posterior post = compute_posterior(model);
+  const auto X = data.inputs.middleCols(data.bag_begin(a), data.bag_size(a));
+  Matrix Kwa, Kaa;
+  model.kernel.cross(model.inducing, X, Kwa);
+  model.kernel.cross(X, X, Kaa);
+  m = (Kwa.transpose() * post.alpha).array() + model.mean;
+  C = Kaa - Kwa.transpose() * post.Q * Kwa;
+}
+
+struct MonteCarlo {
+  double mean, se;
+};
+
+// E[log p(y | mu)] over f ~ N(m, C), mu = sum w e^f, with `logp` the observation model.
+template <class LogP>
+MonteCarlo monte_carlo(const Vector& m, const Matrix& C, const Vector& w, int draws, LogP logp) {
+  const Index n = m.size();
+  const Matrix L = (C + 1e-10 * Matrix::Identity(n, n)).llt().matrixL();
+  std::mt19937_64 rng(99);
+  std::normal_distribution<double> normal;
+  double sum = 0, sum2 = 0;
+  Vector z(n);
+  for (int s = 0; s < draws; ++s) {
+    for (Index i = 0; i < n; ++i) z[i] = normal(rng);
+    const Vector f = m + L * z;
+    const double v = logp(w.dot(f.array().exp().matrix()));
+    sum += v;
+    sum2 += v * v;
+  }
+  const double mean = sum / draws;
+  return {mean, std::sqrt((sum2 / draws - mean * mean) / draws)};
+}
+
+double term_of(const ModelSpec& spec, const Model& base, const Dataset& data, Index a) {
+  Model model = base;
+  model.spec = spec;
+  return elbo(model, data, std::vector<Index>{a}, 1.0, nullptr).data_term;
+}
+
+ModelSpec count_spec(LikelihoodKind lik, Expectation ex, CovarianceMode cov) {
+  ModelSpec s;
+  s.likelihood = lik;
+  s.expectation = ex;
+  s.covariance = cov;
+  return s;
+}
+
+// The delta method sits far closer to the true expectation than the Jensen bound, in both
+// covariance forms, for Poisson and for the negative binomial.
+TEST(Expectation, DeltaMethodTracksMonteCarloFarBetterThanTheBound) {
+  for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const Dataset data = test::random_dataset(6, 3, 12, kD, lik, 41);
+    Model model = test::random_model(count_spec(lik, Expectation::delta, CovarianceMode::exact),
+                                     make_kernel("ard", "none", kD, 0), 6, kD, 42);
+    model.mean = 2.0;  // expected counts of tens to hundreds, where the Jensen gap matters
+    if (lik == LikelihoodKind::negative_binomial) model.likelihood_params[0] = std::log(20.0);
+    const double r = lik == LikelihoodKind::negative_binomial ? std::exp(model.likelihood_params[0]) : 0;
+    for (Index a = 0; a < data.num_bags(); ++a) {
+      const double y = data.response[a];
+      Vector m, w = data.weights().segment(data.bag_begin(a), data.bag_size(a));
+      Matrix C;
+      bag_moments(model, data, a, m, C);
+      const auto logp = [&](double mu) {
+        if (lik == LikelihoodKind::poisson) return y * std::log(mu) - mu - std::lgamma(y + 1);
+        return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r / (r + mu)) +
+               y * std::log(mu / (r + mu));
+      };
+      const MonteCarlo mc = monte_carlo(m, C, w, 100000, logp);
+      const double bound = term_of(count_spec(lik, Expectation::bound, CovarianceMode::nystrom), model, data, a);
+      const double exact = term_of(count_spec(lik, Expectation::delta, CovarianceMode::exact), model, data, a);
+      const double nystrom = term_of(count_spec(lik, Expectation::delta, CovarianceMode::nystrom), model, data, a);
+      const double gap = mc.mean - bound;
+      EXPECT_GT(gap, 5 * mc.se) << "the bound is a lower bound, and here a loose one";
+      EXPECT_LT(std::abs(exact - mc.mean), 0.25 * gap + 4 * mc.se)
+          << to_string(lik) << " bag " << a << ": delta " << exact << " MC " << mc.mean << " bound " << bound;
+      EXPECT_LT(std::abs(nystrom - mc.mean), 0.35 * gap + 4 * mc.se)
+          << to_string(lik) << " bag " << a << ": delta (nystrom) " << nystrom << " MC " << mc.mean;
+    }
+  }
+}
+
+// For one pixel, E[log mu] = log w + m exactly, and the delta method reproduces it.
+TEST(Expectation, DeltaMethodIsExactForOnePixel) {
+  const Vector m = Vector::Constant(1, 1.3), s2 = Vector::Constant(1, 0.7), w = Vector::Constant(1, 2.5);
+  const Matrix C = Matrix::Constant(1, 1, 0.7);
+  const double y = 17;
+  const BagPosterior bag{m, s2, w, y, nullptr, &C};
+  const ModelSpec spec = count_spec(LikelihoodKind::poisson, Expectation::delta, CovarianceMode::exact);
+  const double expected = y * (std::log(2.5) + 1.3) - 2.5 * std::exp(1.3 + 0.35) - std::lgamma(y + 1);
+  EXPECT_NEAR(bag_term(spec, Vector(), bag, nullptr), expected, 1e-12);
+}
+
+// As r grows the negative binomial tends to the Poisson term, under either expectation.
+TEST(Expectation, NegativeBinomialTendsToPoisson) {
+  const Dataset data = test::random_dataset(4, 3, 9, kD, LikelihoodKind::poisson, 7);
+  for (Expectation ex : {Expectation::bound, Expectation::delta}) {
+    Model nb = test::random_model(count_spec(LikelihoodKind::negative_binomial, ex, CovarianceMode::nystrom),
+                                  make_kernel("rbf", "none", kD, 0), 5, kD, 8);
+    nb.likelihood_params[0] = std::log(1e9);
+    Model poisson = nb;
+    poisson.spec.likelihood = LikelihoodKind::poisson;
+    poisson.likelihood_params.resize(0);
+    const double a = elbo(nb, data, nullptr).data_term, b = elbo(poisson, data, nullptr).data_term;
+    EXPECT_NEAR(a, b, 1e-5 * std::abs(b)) << to_string(ex);
+  }
+}
+
+// The negative binomial's probabilities sum to one and have its mean and variance.
+TEST(Expectation, NegativeBinomialPmfIsNormalised) {
+  const auto& nb = dynamic_cast<const CountLikelihood&>(likelihood_of(LikelihoodKind::negative_binomial));
+  const double mean = 37.5, r = 4.2;
+  const Vector params = Vector::Constant(1, std::log(r));
+  double total = 0, first = 0, second = 0;
+  for (int y = 0; y < 5000; ++y) {
+    const double p = std::exp(-nb.count_nll(y, mean, params));
+    total += p;
+    first += y * p;
+    second += static_cast<double>(y) * y * p;
+  }
+  EXPECT_NEAR(total, 1.0, 1e-10);
+  EXPECT_NEAR(first, mean, 1e-8);
+  EXPECT_NEAR(second - first * first, mean + mean * mean / r, 1e-6);
+}
+
+}  // namespace
+}  // namespace vbagg
