@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <sstream>
 
 #include "core/baselines.hpp"
@@ -89,18 +90,22 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   // Coverage of the observed counts by central predictive intervals.
+  // ... and their randomised PIT, from the same joint predictive draws.
   r.count_coverage.assign(r.levels.size(), 0.0);
+  std::vector<double> pit;
+  std::mt19937_64 pit_rng(12345);
+  std::uniform_real_distribution<double> unif(0, 1);
   for (Index k = 0; k < r.units; ++k) {
     const Index a = bags[static_cast<size_t>(k)];
-    Vector draws = unit_draws(m, d, a, samples, 7000 + static_cast<unsigned long long>(a));
-    std::sort(draws.data(), draws.data() + draws.size());
+    const Vector draws = unit_draws(m, d, a, samples);
     for (size_t l = 0; l < r.levels.size(); ++l) {
-      const double lo_p = 0.5 - r.levels[l] / 2, hi_p = 0.5 + r.levels[l] / 2;
-      const double lo = draws[static_cast<Index>(lo_p * static_cast<double>(draws.size() - 1))];
-      const double hi = draws[static_cast<Index>(std::ceil(hi_p * static_cast<double>(draws.size() - 1)))];
+      const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
+      const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
       if (y[k] >= lo && y[k] <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
     }
+    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
   }
+  r.count_pit = unit_histogram(pit, kPitBins);
   ObjectiveOptions oo;
   oo.threads = threads;
   if (!train.empty() && m.file.kind == "vbagg") r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
@@ -195,6 +200,14 @@ std::string metrics_table(const Metrics& r) {
     }
     s << "\n";
   }
+  if (!r.count_pit.empty()) {
+    s << "PIT of counts (10 bins, 0.1 each when calibrated):";
+    for (double f : r.count_pit) {
+      std::snprintf(line, sizeof line, " %.2f", f);
+      s << line;
+    }
+    s << "\n";
+  }
   return s.str();
 }
 
@@ -211,6 +224,7 @@ std::string metrics_json(const Metrics& r) {
     << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage)
     << ",\n"
     << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
+    << "  \"count_pit_histogram\": " << json_list(r.count_pit) << ",\n"
     << "  \"baseline_constant\": {\"bag_nll_mean\": " << num(r.baseline_bag_nll_mean)
     << ", \"bag_log_mse\": " << num(r.baseline_bag_log_mse);
   if (r.has_truth)

@@ -10,6 +10,9 @@
 
 namespace vbagg::cli {
 
+// Bins of the PIT histogram: ten, so a calibrated model puts about 10 % of the units in each.
+constexpr int kPitBins = 10;
+
 struct Metrics {
   std::string kind;  // model kind
   std::string split;
@@ -18,6 +21,7 @@ struct Metrics {
   double baseline_bag_nll_mean = NAN, baseline_bag_log_mse = NAN;  // constant baseline
   std::vector<double> levels;                                      // interval levels
   std::vector<double> count_coverage;  // observed counts inside the predictive interval, per level
+  std::vector<double> count_pit;       // randomised PIT histogram of the observed counts (kPitBins bins)
   double elbo_train = NAN;
   // With a truth raster:
   bool has_truth = false;

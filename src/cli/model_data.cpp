@@ -122,7 +122,8 @@ Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Ind
   return t;
 }
 
-Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples, unsigned long long seed) {
+Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples) {
+  const unsigned long long seed = 1000 + static_cast<unsigned long long>(a);
   const Index b = d.bag_begin(a), n = d.bag_size(a);
   if (m.file.kind == "constant") {
     const double eta = constant_rate(m, d.bag_ids[static_cast<size_t>(a)]) * d.bag_weights()[a];
@@ -130,10 +131,13 @@ Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples, 
     std::poisson_distribution<long long> poisson(eta);
     Vector draws(samples);
     for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));
+    std::sort(draws.data(), draws.data() + draws.size());
     return draws;
   }
   const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-  return bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed);
+  Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed);
+  std::sort(draws.data(), draws.data() + draws.size());
+  return draws;
 }
 
 Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,

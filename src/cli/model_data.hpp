@@ -37,7 +37,9 @@ double constant_rate(const LoadedModel& m, const std::string& unit_id);
 Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Index>& bags, int threads);
 
 // Predictive draws of one bag's observation, for any kind (point estimates: observation noise only).
-Vector unit_draws(const LoadedModel& m, const Dataset& d, Index bag, int samples, unsigned long long seed);
+// Sorted posterior predictive draws of a unit's observation (joint latent draws plus the
+// observation noise); the same draws for a unit in predict and eval.
+Vector unit_draws(const LoadedModel& m, const Dataset& d, Index bag, int samples);
 
 // Predictions at pixels of the dataset (indices into built.dataset). constant: the rate of the
 // pixel's unit, sd 0, no quantiles or exceedance.

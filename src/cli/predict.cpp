@@ -12,6 +12,7 @@
 #include "app.hpp"
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
+#include "core/metrics.hpp"
 #include "core/predict.hpp"
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
@@ -65,11 +66,8 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
   for (Index a = 0; a < d.num_bags(); ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
     const Index n = d.bag_size(a);
-    Vector draws = unit_draws(m, d, a, samples, 1000 + static_cast<unsigned long long>(a));
-    std::sort(draws.data(), draws.data() + draws.size());
-    auto q = [&](double p) {
-      return draws[std::min<Index>(draws.size() - 1, static_cast<Index>(p * static_cast<double>(draws.size())))];
-    };
+    const Vector draws = unit_draws(m, d, a, samples);
+    auto q = [&](double p) { return empirical_quantile(draws, p); };
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
     std::string quoted = id;

@@ -132,6 +132,28 @@ std::string calibration_plot(const Metrics& r) {
   return c.png_base64();
 }
 
+// Randomised PIT of the unit counts: flat at 1 when the predictive distributions are calibrated,
+// U-shaped when they are too narrow, hump-shaped when too wide.
+std::string pit_plot(const Metrics& r) {
+  const double bins = static_cast<double>(r.count_pit.size());
+  double top = 2.0;
+  for (double f : r.count_pit) top = std::max(top, std::ceil(f * bins + 0.5));
+  Chart c("PIT of the observed unit counts", "PIT value", "density (1 = calibrated)", 0.0, 1.0, 0.0, top);
+  for (double v = 0; v <= 1.001; v += 0.2) c.xtick(v, fmt(v, 2));
+  for (double v = 0; v <= top + 1e-9; v += top > 4 ? 1.0 : 0.5) c.ytick(v, fmt(v, 2));
+  cairo_set_source_rgb(c.cr, 0.12, 0.47, 0.71);
+  for (size_t b = 0; b < r.count_pit.size(); ++b) {
+    const double x0 = static_cast<double>(b) / bins, x1 = static_cast<double>(b + 1) / bins;
+    const double hgt = r.count_pit[b] * bins;
+    cairo_rectangle(c.cr, c.px(x0) + 1, c.py(hgt), c.px(x1) - c.px(x0) - 2, c.py(0) - c.py(hgt));
+    cairo_fill(c.cr);
+  }
+  cairo_set_source_rgb(c.cr, 0.6, 0.6, 0.6);
+  cairo_set_line_width(c.cr, 2);
+  c.line(0, 1, 1, 1);
+  return c.png_base64();
+}
+
 std::string observed_vs_predicted_plot(const Metrics& r) {
   double lo = 1e300, hi = 0;
   for (size_t i = 0; i < r.observed.size(); ++i)
@@ -230,10 +252,14 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
        << "pre{background:#f4f4f4;padding:1em}figure{display:inline-block;margin:0 1em 1em 0}"
        << "img{border:1px solid #ccc;image-rendering:pixelated}</style></head><body>\n"
        << "<h1>vbagg evaluation</h1>\n<p>Model: " << m.file.kind << "; " << to_string(m.file.model.spec.likelihood) << " likelihood, "
-       << to_string(m.file.model.spec.link) << " link, " << m.file.model.num_inducing() << " inducing points; "
+       << to_string(m.file.model.spec.link) << " link, " << to_string(m.file.model.spec.expectation)
+       << " expectation, " << m.file.model.num_inducing() << " inducing points; "
        << m.file.training.epochs << " epochs (" << m.file.training.stop_reason << ").</p>\n"
        << "<h2>Metrics</h2>\n<pre>" << metrics_table(r) << "</pre>\n<h2>Plots</h2>\n"
        << "<figure><img alt=\"calibration\" src=\"data:image/png;base64," << calibration_plot(r) << "\"></figure>\n"
+       << (r.count_pit.empty() ? std::string()
+                               : "<figure><img alt=\"PIT histogram\" src=\"data:image/png;base64," + pit_plot(r) +
+                                     "\"></figure>\n")
        << "<figure><img alt=\"observed vs predicted\" src=\"data:image/png;base64," << observed_vs_predicted_plot(r)
        << "\"></figure>\n<h2>Quick-look maps</h2>\n<p>Every unit pixel"
        << (stride > 1 ? ", one in " + std::to_string(stride) + " along each axis" : "")

@@ -1,5 +1,6 @@
 #include "metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace vbagg {
@@ -45,6 +46,30 @@ Vector interval_coverage(const Vector& truth, const Matrix& lower, const Matrix&
   for (Index k = 0; k < lower.cols(); ++k)
     cov[k] = ((truth.array() >= lower.col(k).array()) && (truth.array() <= upper.col(k).array())).cast<double>().mean();
   return cov;
+}
+
+double empirical_quantile(const Vector& sorted, double p) {
+  if (sorted.size() == 0) return NAN;
+  const double n = static_cast<double>(sorted.size());
+  const Index k = static_cast<Index>(std::ceil(p * n)) - 1;
+  return sorted[std::clamp<Index>(k, 0, sorted.size() - 1)];
+}
+
+double randomized_pit(const Vector& sorted, double y, double v) {
+  const double* b = sorted.data();
+  const double* e = b + sorted.size();
+  const double n = static_cast<double>(sorted.size());
+  const double below = static_cast<double>(std::lower_bound(b, e, y) - b) / n;
+  const double at_or_below = static_cast<double>(std::upper_bound(b, e, y) - b) / n;
+  return below + v * (at_or_below - below);
+}
+
+std::vector<double> unit_histogram(const std::vector<double>& values, int bins) {
+  std::vector<double> h(static_cast<size_t>(bins), 0.0);
+  for (double u : values)
+    h[static_cast<size_t>(std::clamp(static_cast<int>(u * bins), 0, bins - 1))] +=
+        1.0 / static_cast<double>(values.size());
+  return h;
 }
 
 const std::vector<double>& calibration_levels() {

@@ -23,6 +23,18 @@ double pixel_poisson_nll(const Vector& counts, const Vector& rate);
 // Fraction of truths inside [lower_k, upper_k] for each level k (columns of lower/upper).
 Vector interval_coverage(const Vector& truth, const Matrix& lower, const Matrix& upper);
 
+// Quantile p of a sample given sorted ascending: the smallest value whose empirical CDF is >= p
+// (the inverse of the empirical CDF).
+double empirical_quantile(const Vector& sorted, double p);
+
+// Randomised probability integral transform of an observation y under the predictive
+// distribution given by sorted draws: F(y-) + v (F(y) - F(y-)), v ~ U(0, 1). For counts F(y-) is
+// F(y - 1); uniform on (0, 1) when the predictive distribution is calibrated.
+double randomized_pit(const Vector& sorted, double y, double v);
+
+// Fractions of the values in [0, 1] falling in each of `bins` equal bins.
+std::vector<double> unit_histogram(const std::vector<double>& values, int bins);
+
 // The levels of the calibration metric and the quantiles bounding their central intervals.
 const std::vector<double>& calibration_levels();
 std::vector<double> central_interval_quantiles(const std::vector<double>& levels);  // lo1, hi1, lo2, ...

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Calibration next to accuracy on synthetic countries with and without overdispersion: pixel
+# recovery and coverage of the true intensity, coverage of held-out unit counts, held-out bag NLL
+# and log-MSE, and fit time, for each model variant.
+#   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
+# A VARIANT is name=--set k=v,k=v (default: the bound, the delta method, and the negative
+# binomial with the delta method, all Poisson-family with the exp link).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=build/apps
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+units=200 noises="0 0.3" seeds="1 2 3"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --units) units=$2; shift 2 ;;
+    --noise) noises=$2; shift 2 ;;
+    --seeds) seeds=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
+variants=("$@")
+[ ${#variants[@]} -eq 0 ] && variants=(
+  "poisson-bound=model.likelihood=poisson,model.expectation=bound"
+  "poisson-delta=model.likelihood=poisson,model.expectation=delta"
+  "nb-delta=model.likelihood=negative_binomial,model.expectation=delta")
+
+# Mean of a JSON list's entries, or a chosen entry.
+list() { grep -o "\"$2\": \[[^]]*" "$1" | head -1 | sed 's/.*\[//'; }
+mean_of() { awk -F', ' '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.3f", s / NF }'; }
+nth() { awk -F', ' -v k="$1" '{ printf "%.2f", $k }'; }
+num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
+
+echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | held-out bag NLL | held-out log-MSE | fit s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for noise in $noises; do
+  for seed in $seeds; do
+    data="$work/country_${noise}_$seed"
+    "$bin/vbagg-simulate" --kind country --out "$data" --units "$units" --unit-noise "$noise" --seed "$seed" -q
+    for v in "${variants[@]}"; do
+      name=${v%%=*}
+      sets=()
+      IFS=',' read -ra kv <<<"${v#*=}"
+      for s in "${kv[@]}"; do sets+=(--set "$s"); done
+      out="$work/fit_${noise}_${seed}_$name"
+      start=$(date +%s.%N)
+      "$bin/vbagg-train" --config "$data/data.yaml" --out "$out" -q --set train.holdout.seed="$seed" "${sets[@]}"
+      secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+      "$bin/vbagg-eval" --model "$out/model.yaml" --split holdout --truth "$data/truth_intensity.tif" \
+        --json "$out/metrics.json" -q >/dev/null
+      j="$out/metrics.json"
+      pixel=$(grep -o '"pixel": {.*' "$j")
+      pj="$out/pixel.json"
+      echo "$pixel" >"$pj"
+      printf "| %s | %s | %s | %.4f | %.3g | %s | %s | %s / %s | %.4g | %.3g | %s |\n" "$noise" "$seed" "$name" \
+        "$(num "$pj" correlation)" "$(num "$pj" mse)" "$(list "$pj" coverage_error | mean_of)" \
+        "$(list "$pj" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
+        "$(num "$j" bag_nll_mean)" "$(num "$j" bag_log_mse)" "$secs"
+    done
+  done
+done
