@@ -1,5 +1,6 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
-//   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--inducing 576] [--threads 2]
+//   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta]
+//               [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
 //               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
 // Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
 // times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
   bench::ProblemOptions po;
   int threads = 2, repeat = 2, adam = 1;
   Index block = ObjectiveOptions{}.block;
-  std::string link = "exp", covariance = "nystrom";
+  std::string link = "exp", covariance = "nystrom", expectation = "bound", likelihood = "poisson";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (bench::read_problem_flag(k, v, po))
@@ -75,6 +76,10 @@ int main(int argc, char** argv) {
       link = v;
     else if (k == "--covariance")
       covariance = v;
+    else if (k == "--expectation")
+      expectation = v;
+    else if (k == "--likelihood")
+      likelihood = v;
     else if (k == "--block")
       block = std::stol(v);
     else if (k == "--adam")
@@ -89,7 +94,12 @@ int main(int argc, char** argv) {
   const Dataset data = bench::make_problem(po);
   const double t_problem = seconds(t0);
   t0 = Clock::now();
-  const Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
+  Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
+  model.spec.expectation = parse_expectation(expectation);
+  model.spec.likelihood = parse_likelihood(likelihood);
+  if (model.spec.likelihood == LikelihoodKind::negative_binomial)
+    model.likelihood_params = Vector::Constant(1, std::log(100.0));
+  model.spec.validate();
   std::printf("problem: %ld pixels, %ld bags (%ld-%ld), D = %ld, M = %ld (built in %.1f s, init %.1f s)\n",
               static_cast<long>(data.num_pixels()), static_cast<long>(data.num_bags()), static_cast<long>(po.min_bag),
               static_cast<long>(po.max_bag), static_cast<long>(data.num_inputs()), static_cast<long>(M), t_problem,
@@ -97,8 +107,8 @@ int main(int argc, char** argv) {
   const double flops = epoch_flops(data, M, link, covariance);
   std::printf("FLOPs per objective + gradient pass: %.3g\n\n", flops);
   std::printf(
-      "| link | covariance | threads | GEMM GFLOP/s | floor (s) | objective (s) | objective + gradient (s) | "
-      "ratio to floor | Adam epoch (s) |\n|---|---|---|---|---|---|---|---|---|\n");
+      "| likelihood | link | expectation | covariance | threads | GEMM GFLOP/s | floor (s) | objective (s) | objective + gradient (s) | "
+      "ratio to floor | Adam epoch (s) |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   {
     const int t = threads;
     const double peak = gemm_gflops(M, t);
@@ -128,7 +138,8 @@ int main(int argc, char** argv) {
       adam_epoch = seconds(t0);
     }
     const double floor = flops / (peak * 1e9);
-    std::printf("| %s | %s | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", link.c_str(), covariance.c_str(), t,
+    std::printf("| %s | %s | %s | %s | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", likelihood.c_str(),
+                link.c_str(), expectation.c_str(), covariance.c_str(), t,
                 peak, floor, best_f, best_g, best_g / floor, adam_epoch);
     std::fflush(stdout);
   }

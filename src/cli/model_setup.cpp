@@ -38,6 +38,7 @@ ModelSpec model_spec(const Config& c) {
   s.learn_inducing = c.boolean("model.inducing.learn_locations");
   s.map_estimate = c.text("model.kind") == "nystrom";
   s.prior_precision = c.real("model.prior_precision");
+  s.linear_prior_sd = c.real("model.linear_prior_sd");
   try {
     s.validate();
   } catch (const ConfigError& e) {
@@ -63,9 +64,15 @@ int thread_count(const Config& c, int cli_threads) {
   return t > 0 ? t : omp_get_num_procs();
 }
 
-FitOptions fit_options(const Config& c, int threads) {
+Optimizer choose_optimizer(const Config& c, Index training_pixels) {
+  const std::string name = c.text("train.optimizer");
+  if (name != "auto") return parse_optimizer(name);
+  return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
+}
+
+FitOptions fit_options(const Config& c, int threads, Index training_pixels) {
   FitOptions o;
-  o.optimizer = parse_optimizer(c.text("train.optimizer"));
+  o.optimizer = choose_optimizer(c, training_pixels);
   o.learning_rate = c.real("train.learning_rate");
   o.natgrad_step = c.real("train.natgrad_step");
   o.epochs = static_cast<int>(c.integer("train.epochs"));

@@ -21,7 +21,12 @@ Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
 
 ModelSpec model_spec(const Config& config);
 Kernel model_kernel(const Config& config, Index covariates, Index coordinates);
-FitOptions fit_options(const Config& config, int threads);
+// train.optimizer auto: full-batch L-BFGS up to this many training pixels (an objective pass
+// then costs well under a second, and L-BFGS needs the fewest passes), natural-gradient
+// minibatch steps above it.
+constexpr Index kFullBatchPixels = 200000;
+Optimizer choose_optimizer(const Config& config, Index training_pixels);
+FitOptions fit_options(const Config& config, int threads, Index training_pixels);
 // Threads from train.threads (0: every core), overridden by a positive --threads.
 int thread_count(const Config& config, int cli_threads);
 

@@ -103,7 +103,7 @@ std::vector<Param> make_params() {
        "nystrom: precision 1/gamma^2 of the Gaussian prior on the feature weights."},
       {"model.likelihood",
        T::choice,
-       "poisson",
+       "negative_binomial",
        likelihood_names(),
        -kInf,
        kInf,
@@ -119,7 +119,7 @@ std::vector<Param> make_params() {
        "exponential."},
       {"model.expectation",
        T::choice,
-       "bound",
+       "delta",
        expectation_names(),
        -kInf,
        kInf,
@@ -127,6 +127,23 @@ std::vector<Param> make_params() {
        "drops the posterior variance inside the log, so intervals come out narrow) or delta (second-order delta "
        "method, keeps that variance; reads the within-bag covariance per model.covariance). The square link always "
        "uses its second-order expansion."},
+      {"model.mean_function",
+       T::choice,
+       "linear",
+       {"constant", "linear"},
+       -kInf,
+       kInf,
+       "Prior mean of the GP: constant (one learned mu) or linear (mu + beta^T x in the standardised covariates, "
+       "beta learned with a Normal prior; the kernel then models what the linear part cannot, and the model nests "
+       "the fixed effects + spatial field of R disaggregation)."},
+      {"model.linear_prior_sd",
+       T::real,
+       "1",
+       {},
+       1e-6,
+       1e6,
+       "Linear mean: prior sd of each coefficient beta (per sd of its covariate, on the log-rate scale for the exp "
+       "link)."},
       {"model.covariance",
        T::choice,
        "nystrom",
@@ -169,11 +186,11 @@ std::vector<Param> make_params() {
       // train
       {"train.optimizer",
        T::choice,
-       "adam",
-       {"adam", "lbfgs", "natgrad"},
+       "auto",
+       {"auto", "adam", "lbfgs", "natgrad"},
        -kInf,
        kInf,
-       "adam: minibatches of bags; lbfgs: full batch (one epoch = one objective evaluation); natgrad: natural-gradient "
+       "auto: lbfgs up to 200,000 training pixels, natgrad above; adam: minibatches of bags; lbfgs: full batch (one epoch = one objective evaluation); natgrad: natural-gradient "
        "steps for q(v) and Adam for the kernel and mean on the same minibatches (fewer epochs on large problems; "
        "not for model.kind nystrom, a point estimate)."},
       {"train.learning_rate", T::real, "0.01", {}, 1e-12, 10, "Adam step size."},

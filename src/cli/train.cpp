@@ -11,6 +11,7 @@
 #include "app.hpp"
 #include "config.hpp"
 #include "core/baselines.hpp"
+#include "core/likelihood.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
 #include "io/atomic_file.hpp"
@@ -64,7 +65,7 @@ int train_main(int argc, char** argv) {
     refuse_overwriting_inputs(out_dir, {"model.yaml", "run.resolved.yaml", "history.csv"}, data_config);
     io::ensure_writable_dir(out_dir);
     const int nthreads = thread_count(config, threads);
-    const ModelSpec spec = model_spec(config);
+    ModelSpec spec = model_spec(config);
 
     spdlog::info("building the dataset from {}", config_path);
     io::BuiltData built = io::build_dataset(data_config, config.base_dir());
@@ -72,6 +73,7 @@ int train_main(int argc, char** argv) {
     Dataset& data = built.dataset;
     const Index Dc = static_cast<Index>(built.covariates.size());
     const Kernel kernel = model_kernel(config, Dc, built.num_coordinates);
+    if (config.text("model.mean_function") == "linear") spec.linear_inputs = Dc;
 
     const Split split = split_units(data.num_bags(), config.real("train.holdout.fraction"),
                                     static_cast<unsigned long long>(config.integer("train.holdout.seed")));
@@ -107,12 +109,16 @@ int train_main(int argc, char** argv) {
       init.inducing = config.integer("model.inducing.count");
       init.jitter = config.real("model.jitter");
       init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
-      Model model = init_model(spec, kernel, subset_bags(d, split.train), init);
+      const Dataset train_data = subset_bags(d, split.train);
+      Model model = init_model(spec, kernel, train_data, init);
       if (model.num_inducing() < init.inducing)
         spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
                      model.num_inducing(), init.inducing);
-      FitOptions fo = fit_options(config, nthreads);
-      Progress progress("training", fo.epochs, !quiet);
+      FitOptions fo = fit_options(config, nthreads, train_data.num_pixels());
+      spdlog::info("optimizer: {}", to_string(fo.optimizer));
+      // A likelihood with parameters of its own is fitted in two stages of up to fo.epochs each.
+      const bool staged = fo.staged && !likelihood_of(spec.likelihood).param_names().empty();
+      Progress progress("training", fo.epochs * (staged ? 2 : 1), !quiet);
       // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
       const bool bar = !quiet && stderr_is_terminal();
       const int log_every = std::max(1, fo.epochs / 20);

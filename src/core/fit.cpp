@@ -52,6 +52,10 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
   m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));
+  if (spec.linear_inputs > train.num_inputs())
+    throw ConfigError("the linear mean needs " + std::to_string(spec.linear_inputs) + " inputs; the data have " +
+                      std::to_string(train.num_inputs()));
+  m.linear_mean = Vector::Zero(spec.linear_inputs);
   likelihood_of(spec.likelihood).initialise(train, m);
   return m;
 }

@@ -10,6 +10,8 @@
 
 namespace vbagg {
 
+double q_divergence(const Model& model, ModelGradient* grad);
+
 namespace {
 
 // The spelling of each value of an enum whose values run 0, 1, ... in the order of `names`.
@@ -60,6 +62,8 @@ std::string to_string(Expectation v) { return expectation_names()[static_cast<si
 
 void ModelSpec::validate() const {
   const BagLikelihood& lik = likelihood_of(likelihood);
+  if (linear_inputs < 0) throw ConfigError("the number of inputs of the linear mean cannot be negative");
+  if (!(linear_prior_sd > 0)) throw ConfigError("the prior sd of the linear mean must be positive");
   if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
   const std::vector<Link> links = lik.links();
   if (std::find(links.begin(), links.end(), link) == links.end()) {
@@ -78,6 +82,7 @@ void ModelSpec::validate() const {
 ModelGradient::ModelGradient(const Model& m)
     : q_mean(Vector::Zero(m.num_inducing())),
       q_chol(Matrix::Zero(m.num_inducing(), m.num_inducing())),
+      linear_mean(Vector::Zero(m.spec.linear_inputs)),
       kernel(Vector::Zero(m.kernel.num_params())),
       likelihood(Vector::Zero(static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size()))),
       inducing(Matrix::Zero(m.num_inputs(), m.num_inducing())) {}
@@ -86,6 +91,7 @@ ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
   q_mean += o.q_mean;
   q_chol += o.q_chol;
   mean += o.mean;
+  linear_mean += o.linear_mean;
   kernel += o.kernel;
   likelihood += o.likelihood;
   inducing += o.inducing;
@@ -124,6 +130,7 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
   model.kernel.cross_into(model.inducing, X, K, scratch.kernel);
   mean.noalias() = K.transpose() * post.alpha;
   mean.array() += model.mean;
+  if (model.spec.linear_inputs > 0) mean.noalias() += X.topRows(model.spec.linear_inputs).transpose() * model.linear_mean;
   if (model.spec.map_estimate) {
     var.setZero();  // a point estimate carries no uncertainty
     return;
@@ -134,6 +141,16 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
 }
 
 double kl_divergence(const Model& model, ModelGradient* grad) {
+  double linear = 0;
+  if (model.spec.linear_inputs > 0) {
+    const double precision = 1.0 / (model.spec.linear_prior_sd * model.spec.linear_prior_sd);
+    linear = 0.5 * precision * model.linear_mean.squaredNorm();
+    if (grad) grad->linear_mean += precision * model.linear_mean;
+  }
+  return linear + q_divergence(model, grad);
+}
+
+double q_divergence(const Model& model, ModelGradient* grad) {
   if (model.spec.map_estimate) {
     if (grad) grad->q_mean += model.spec.prior_precision * model.q_mean;
     return 0.5 * model.spec.prior_precision * model.q_mean.squaredNorm();

@@ -48,6 +48,11 @@ struct ModelSpec {
   Aggregation aggregation = Aggregation::sum;
   Expectation expectation = Expectation::bound;
   bool learn_inducing = false;
+  // Linear mean mu + beta^T x over the first `linear_inputs` inputs (the standardised covariates;
+  // coordinates come after them), beta ~ N(0, linear_prior_sd^2 I) at its MAP point (MODEL.md
+  // section 2). 0: a constant mean.
+  Index linear_inputs = 0;
+  double linear_prior_sd = 1.0;
   // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
   // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
   // replaced by the prior penalty prior_precision * |m_v|^2 / 2. Poisson with exp link, or normal
@@ -66,6 +71,7 @@ struct Model {
   Vector q_mean;           // m_v (M)
   Matrix q_chol;           // L_v (M x M lower, positive diagonal)
   double mean = 0.0;       // constant prior mean mu
+  Vector linear_mean;      // beta (spec.linear_inputs entries)
   // The likelihood's own parameters, named by BagLikelihood::param_names (log tau of the Normal
   // model, log r of the negative binomial; empty for Poisson).
   Vector likelihood_params;
@@ -88,6 +94,7 @@ struct ModelGradient {
   Vector q_mean;
   Matrix q_chol;  // with respect to L_v entries (lower triangle)
   double mean = 0;
+  Vector linear_mean;
   Vector kernel;
   Vector likelihood;  // with respect to Model::likelihood_params
   Matrix inducing;    // D x M
@@ -125,7 +132,8 @@ struct LatentScratch {
 void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
                            Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch);
 
-// KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty); adds its gradient to grad.
+// KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty), plus the linear mean's prior
+// penalty |beta|^2 / (2 sd^2); adds its gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 
 }  // namespace vbagg

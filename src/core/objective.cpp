@@ -18,11 +18,12 @@ struct Accumulator {
   Matrix g_Q;        // general updates
   Matrix g_B;
   double g_mean = 0, g_kdiag = 0;
-  Vector g_likelihood;
+  Vector g_linear, g_likelihood;
   Vector g_kernel;
   Matrix g_inducing;
 
-  Accumulator(Index M, Index D, Index P, Index likelihood_params, BagNeeds needs) {
+  Accumulator(Index M, Index D, Index P, Index linear, Index likelihood_params, BagNeeds needs) {
+    g_linear = Vector::Zero(linear);
     g_alpha = Vector::Zero(M);
     g_Q_lower = Matrix::Zero(M, M);
     if (needs == BagNeeds::exact) g_Q = Matrix::Zero(M, M);
@@ -39,6 +40,7 @@ struct Accumulator {
     if (g_B.size()) g_B += o.g_B;
     g_mean += o.g_mean;
     g_kdiag += o.g_kdiag;
+    g_linear += o.g_linear;
     g_likelihood += o.g_likelihood;
     g_kernel += o.g_kernel;
     g_inducing += o.g_inducing;
@@ -107,6 +109,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     }
   }
   m.array() += model.mean;
+  const Index linear = model.spec.linear_inputs;
+  if (linear > 0) m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_mean;
   KernelCache aa_cache;
   if (needs == BagNeeds::exact) {
     const auto Xa = data.inputs.middleCols(begin, n);
@@ -123,6 +127,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
   if (g.g_params.size()) acc.g_likelihood += scale * g.g_params;
   acc.g_mean += g.gm.sum();
+  if (linear > 0) acc.g_linear.noalias() += data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
   Matrix gCsym;
@@ -192,6 +197,7 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
   g.q_mean += Linv * acc.g_alpha;
   g.q_chol += (Linv * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
   g.mean += acc.g_mean;
+  g.linear_mean += acc.g_linear;
   g.likelihood += acc.g_likelihood;
   g.kernel += acc.g_kernel;
   g.inducing += acc.g_inducing;
@@ -226,7 +232,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   std::vector<Accumulator> acc;
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
-    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, model.likelihood_params.size(),
+    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, model.spec.linear_inputs, model.likelihood_params.size(),
                      with_grad ? needs : BagNeeds::marginals);
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread

@@ -65,6 +65,24 @@ const ParamBlock kMean{
     [](const Model&, const ModelGradient& g, double* out) { *out = g.mean; },
 };
 
+const ParamBlock kLinearMean{
+    ParamBlockId::linear_mean,
+    [](const Model& m) { return m.spec.linear_inputs; },
+    [](const Model& m, double* out) {
+      if (m.linear_mean.size() != m.spec.linear_inputs)
+        throw ConfigError("the model holds " + std::to_string(m.linear_mean.size()) +
+                          " linear-mean coefficients for " + std::to_string(m.spec.linear_inputs) + " inputs");
+      Eigen::Map<Vector>(out, m.spec.linear_inputs) = m.linear_mean;
+    },
+    [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.linear_inputs); },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (Index i = 0; i < m.spec.linear_inputs; ++i) out.push_back("linear_mean" + idx(i));
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      Eigen::Map<Vector>(out, m.spec.linear_inputs) = g.linear_mean;
+    },
+};
+
 const ParamBlock kKernel{
     ParamBlockId::kernel,
     [](const Model& m) { return m.kernel.num_params(); },
@@ -123,7 +141,7 @@ const ParamBlock kInducing{
 }  // namespace
 
 const std::vector<ParamBlock>& param_blocks() {
-  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kKernel, kLikelihood, kInducing};
+  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kLinearMean, kKernel, kLikelihood, kInducing};
   return blocks;
 }
 

@@ -9,7 +9,7 @@
 
 namespace vbagg {
 
-enum class ParamBlockId { q_mean, q_chol, mean, kernel, likelihood, inducing };
+enum class ParamBlockId { q_mean, q_chol, mean, linear_mean, kernel, likelihood, inducing };
 
 struct ParamBlock {
   ParamBlockId id;

@@ -140,6 +140,11 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     }
     out << YAML::EndSeq;
     out << YAML::Key << "mean" << YAML::Value << m.mean;
+    if (m.spec.linear_inputs > 0) {
+      out << YAML::Key << "linear_mean" << YAML::Value;
+      emit_vector(out, m.linear_mean);
+      out << YAML::Key << "linear_prior_sd" << YAML::Value << m.spec.linear_prior_sd;
+    }
     const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
     for (size_t k = 0; k < lik_names.size(); ++k)
       out << YAML::Key << lik_names[k] << YAML::Value << m.likelihood_params[static_cast<Index>(k)];
@@ -290,6 +295,13 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     r.broken(e.what());
   }
   m.mean = r.get<double>(mn, "mean", "model.");
+  // A constant mean when absent (files of models without the linear part).
+  if (mn["linear_mean"]) {
+    m.linear_mean = r.vec(mn, "linear_mean", "model.", -1);
+    m.spec.linear_inputs = m.linear_mean.size();
+    m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
+    if (!(m.spec.linear_prior_sd > 0)) r.broken("'model.linear_prior_sd' must be positive");
+  }
   const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
   m.likelihood_params.resize(static_cast<Index>(lik_names.size()));
   for (size_t k = 0; k < lik_names.size(); ++k)
@@ -312,6 +324,9 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     if (p.begin + p.dim > D)
       r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
   m.q_mean = r.vec(mn, "q_mean", "model.", M);
+  if (m.spec.linear_inputs > D)
+    r.broken("'model.linear_mean' has " + std::to_string(m.spec.linear_inputs) + " coefficients for " +
+             std::to_string(D) + " inputs");
   m.q_chol = Matrix::Zero(M, M);
   if (!m.spec.map_estimate) {
     const YAML::Node qc = r.at(mn, "q_chol", "model.");

@@ -62,7 +62,7 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
   EXPECT_NE(model.find("format: vbagg-model"), std::string::npos);
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
   const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
-  EXPECT_NE(resolved.find("likelihood: poisson"), std::string::npos);         // defaults filled in
+  EXPECT_NE(resolved.find("likelihood: negative_binomial"), std::string::npos);  // defaults filled in
   EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);  // paths made absolute
   std::istringstream history(read_file(d() + "/fit/history.csv"));
   std::string line;

@@ -65,7 +65,7 @@ TEST(Errors, UnknownLinkListsAllowedValues) {
   expect_error(p.train("--config " + cfg + " --set model.link=cube"), 2,
                {"model.link", "'cube'", "allowed: exp, square, identity"});
   expect_error(p.train("--config " + cfg + " --set model.link=identity"), 2,
-               {"identity", "poisson allows: exp, square"});
+               {"identity", "negative_binomial allows: exp, square"});
 }
 
 TEST(Errors, MissingRasterNamesTheFile) {

@@ -50,6 +50,13 @@ inline std::vector<SpecCase> all_specs() {
                                      to_string(cov) + (s.likelihood == LikelihoodKind::normal ? "_" + to_string(agg) : "");
             s.learn_inducing = true;
             out.push_back({name, s});
+            // One linear-mean variant per likelihood and link (over the first two inputs).
+            if (ex == Expectation::bound && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
+              ModelSpec l = s;
+              l.linear_inputs = 2;
+              l.linear_prior_sd = 0.7;
+              out.push_back({name + "_linear", l});
+            }
             if (lik->allows_map(s) && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
               s.map_estimate = true;
               s.prior_precision = 2.5;
@@ -111,6 +118,8 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   }
   if (spec.map_estimate) m.q_chol.setZero();  // a point estimate has no L_v
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
+  m.linear_mean.resize(spec.linear_inputs);
+  for (Index i = 0; i < spec.linear_inputs; ++i) m.linear_mean[i] = 0.2 * normal(rng);
   m.likelihood_params = Vector::Constant(
       static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
   m.jitter = 1e-6;

@@ -52,6 +52,31 @@ io::ModelFile sample_file() {
   return f;
 }
 
+// A negative binomial with the delta method and a linear mean: its dispersion, expectation and
+// coefficients come back exactly.
+TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
+  test::TempDir dir;
+  io::ModelFile f = sample_file();
+  f.model.spec.likelihood = LikelihoodKind::negative_binomial;
+  f.model.spec.link = Link::exp;
+  f.model.spec.aggregation = Aggregation::sum;
+  f.model.spec.expectation = Expectation::delta;
+  f.model.spec.linear_inputs = 2;
+  f.model.spec.linear_prior_sd = 0.3;
+  f.model.linear_mean = (Vector(2) << -0.1 / 3.0, 2.0 / 7.0).finished();
+  f.model.likelihood_params = Vector::Constant(1, std::log(123.456));
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::negative_binomial);
+  EXPECT_EQ(g.model.spec.expectation, Expectation::delta);
+  EXPECT_EQ(g.model.spec.linear_inputs, 2);
+  EXPECT_EQ(g.model.spec.linear_prior_sd, 0.3);
+  EXPECT_EQ(g.model.linear_mean, f.model.linear_mean);
+  EXPECT_EQ(g.model.likelihood_params, f.model.likelihood_params);
+  EXPECT_EQ(g.model.pack(), f.model.pack());
+  EXPECT_EQ(g.model.param_names(), f.model.param_names());
+}
+
 bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
@@ -75,6 +100,7 @@ TEST(ModelFile, RoundTripsExactly) {
   EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::normal);
   EXPECT_EQ(g.model.spec.aggregation, Aggregation::mean);
   EXPECT_TRUE(g.model.spec.learn_inducing);
+  EXPECT_EQ(g.model.spec.linear_inputs, 0);
   EXPECT_EQ(g.covariates, f.covariates);
   EXPECT_EQ(g.train_units, f.train_units);
   EXPECT_EQ(g.holdout_units, f.holdout_units);
