@@ -46,6 +46,17 @@ std::string intensity_unit(const Model& m) { return likelihood_of(m.spec.likelih
 
 std::string latent_unit(const Model& m) { return link_of(m.spec.link).latent_meaning(); }
 
+// What a pixel map shows: the smooth intensity, never the count noise of the bag likelihood.
+std::string map_includes(const Model& m) {
+  std::string s = std::string("the intensity Psi(f) of the GP f: ") +
+                  (m.spec.linear_inputs > 0 ? "linear mean in the covariates, " : "constant mean, ") +
+                  "and its kernel terms; not the count noise of the " + to_string(m.spec.likelihood) +
+                  " likelihood";
+  const auto extra = likelihood_of(m.spec.likelihood).param_names();
+  if (!extra.empty()) s += " (" + extra.front() + " enters unit totals only)";
+  return s;
+}
+
 // units.csv: observed count, predicted total with a central predictive interval, per unit.
 void write_units_csv(const std::string& path, const LoadedModel& m, const std::vector<double>& levels, int samples,
                      int threads) {
@@ -168,6 +179,8 @@ int predict_main(int argc, char** argv) {
                    const std::string& unit) {
       auto writer = std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt);
       writer->set_metadata("VBAGG_MODEL_KIND", m.file.kind);
+      if (m.file.kind != "constant")
+        writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(model));
       if (!posterior)
         writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + m.file.kind + " model is a point estimate");
       outs.push_back({what, index, std::move(writer), {}});

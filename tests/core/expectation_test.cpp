@@ -9,6 +9,7 @@
 #include "core/likelihood.hpp"
 #include "core/likelihoods/count.hpp"
 #include "core/objective.hpp"
+#include "core/predict.hpp"
 #include "test_util.hpp"
 
 namespace vbagg {
@@ -140,6 +141,26 @@ TEST(Expectation, NegativeBinomialPmfIsNormalised) {
   EXPECT_NEAR(total, 1.0, 1e-10);
   EXPECT_NEAR(first, mean, 1e-8);
   EXPECT_NEAR(second - first * first, mean + mean * mean / r, 1e-6);
+}
+
+}  // namespace
+}  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+// A model whose intensity overflows (here e^{1000}) cannot predict counts: the draws say so at
+// once instead of looping inside the Poisson sampler.
+TEST(Expectation, DrawsRefuseANonFiniteMean) {
+  for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const Dataset data = test::random_dataset(2, 3, 5, kD, lik, 3);
+    Model model = test::random_model(count_spec(lik, Expectation::delta, CovarianceMode::nystrom),
+                                     make_kernel("rbf", "none", kD, 0), 4, kD, 4);
+    model.mean = 1000;
+    const Vector w = data.weights().head(data.bag_size(0));
+    EXPECT_THROW(bag_predictive_draws(model, data.inputs.leftCols(data.bag_size(0)), w, 10, 1), NumericalError)
+        << to_string(lik);
+  }
 }
 
 }  // namespace

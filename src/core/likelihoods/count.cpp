@@ -10,6 +10,13 @@ double initial_rate(const Dataset& train) {
   return rate;
 }
 
+double poisson_draw(double mean, std::mt19937_64& rng) {
+  if (!std::isfinite(mean)) throw NumericalError("a predictive draw has a non-finite mean; the model cannot predict");
+  if (!(mean > 0)) return 0.0;
+  if (mean > 1e12) return std::max(0.0, std::round(mean + std::sqrt(mean) * std::normal_distribution<double>()(rng)));
+  return static_cast<double>(std::poisson_distribution<long long>(mean)(rng));
+}
+
 double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag,
                              BagGradient* grad) const {
   const LinkFunction& link = link_of(spec.link);
@@ -28,8 +35,8 @@ double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const 
 void CountLikelihood::initialise(const Dataset& train, Model& model) const {
   const double rate = initial_rate(train);
   // exp link: E[e^f] = e^{mu + 1/2} under the unit-variance prior; a point estimate has no 1/2.
-  model.mean = model.spec.link == Link::square ? std::sqrt(rate)
-                                                : std::log(rate) - (model.spec.map_estimate ? 0.0 : 0.5);
+  model.mean =
+      model.spec.link == Link::square ? std::sqrt(rate) : std::log(rate) - (model.spec.map_estimate ? 0.0 : 0.5);
   model.likelihood_params = initial_params(train, rate);
 }
 

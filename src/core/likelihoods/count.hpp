@@ -14,7 +14,8 @@ class CountLikelihood : public BagLikelihood {
   bool is_count() const override { return true; }
   // At a point estimate the delta method's covariance must vanish: nystrom form only.
   bool allows_map(const ModelSpec& spec) const override {
-    return spec.link == Link::exp && (spec.expectation == Expectation::bound || spec.covariance == CovarianceMode::nystrom);
+    return spec.link == Link::exp &&
+           (spec.expectation == Expectation::bound || spec.covariance == CovarianceMode::nystrom);
   }
   const char* intensity_unit() const override { return "cases per person"; }
   BagNeeds needs(const ModelSpec& spec) const override { return link_of(spec.link).count_needs(spec); }
@@ -34,6 +35,11 @@ class CountLikelihood : public BagLikelihood {
   // The likelihood's parameters at the start, given the training bags and their overall rate.
   virtual Vector initial_params(const Dataset&, double) const { return Vector(); }
 };
+
+// One Poisson draw. A non-finite mean (a broken model) is a NumericalError rather than the
+// endless loop of std::poisson_distribution; beyond 10^12 the normal approximation is exact to
+// the count's precision.
+double poisson_draw(double mean, std::mt19937_64& rng);
 
 // sum_a y_a / sum_a P_a over the training bags; a DataError when it is not positive.
 double initial_rate(const Dataset& train);

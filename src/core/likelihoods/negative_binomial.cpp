@@ -69,10 +69,10 @@ class NegativeBinomial final : public CountLikelihood {
   }
   // Gamma-Poisson mixture.
   double count_draw(double mean, const Vector& params, std::mt19937_64& rng) const override {
+    if (!std::isfinite(mean)) return poisson_draw(mean, rng);  // refuses it
     if (!(mean > 0)) return 0.0;
     const double r = std::exp(params[0]);
-    const double rate = std::gamma_distribution<double>(r, mean / r)(rng);
-    return rate > 0 ? static_cast<double>(std::poisson_distribution<long long>(rate)(rng)) : 0.0;
+    return poisson_draw(std::gamma_distribution<double>(r, mean / r)(rng), rng);
   }
 
  protected:

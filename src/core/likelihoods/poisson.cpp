@@ -21,9 +21,7 @@ class Poisson final : public CountLikelihood {
   double count_nll(double y, double mean, const Vector&) const override {
     return mean - (y != 0 ? y * std::log(mean) : 0.0) + std::lgamma(y + 1);
   }
-  double count_draw(double mean, const Vector&, std::mt19937_64& rng) const override {
-    return mean > 0 ? static_cast<double>(std::poisson_distribution<long long>(mean)(rng)) : 0.0;
-  }
+  double count_draw(double mean, const Vector&, std::mt19937_64& rng) const override { return poisson_draw(mean, rng); }
 };
 
 }  // namespace
