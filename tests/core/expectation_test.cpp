@@ -59,11 +59,7 @@ double term_of(const ModelSpec& spec, const Model& base, const Dataset& data, In
 }
 
 ModelSpec count_spec(LikelihoodKind lik, Expectation ex, CovarianceMode cov) {
-  ModelSpec s;
-  s.likelihood = lik;
-  s.expectation = ex;
-  s.covariance = cov;
-  return s;
+  return test::spec_of(lik, Link::exp, cov, ex);
 }
 
 // The delta method sits far closer to the true expectation than the Jensen bound, in both

@@ -12,13 +12,6 @@ namespace {
 
 const Index kD = 3, kM = 5;
 
-ModelSpec spec_of(LikelihoodKind lik, Link link, CovarianceMode cov) {
-  ModelSpec s;
-  s.likelihood = lik;
-  s.link = link;
-  s.covariance = cov;
-  return s;
-}
 
 // Every registered variational combination (the MAP variants have no q covariance).
 std::vector<ModelSpec> specs() {
@@ -78,7 +71,7 @@ TEST(QMomentsGradient, MatchesFiniteDifferences) {
 // where the gradient with respect to m_v and L_v vanishes.
 TEST(NaturalGradient, UnitStepIsExactForTheGaussianBagModel) {
   for (const auto cov : {CovarianceMode::nystrom, CovarianceMode::exact}) {
-    const ModelSpec spec = spec_of(LikelihoodKind::normal, Link::identity, cov);
+    const ModelSpec spec = test::spec_of(LikelihoodKind::normal, Link::identity, cov);
     const Dataset data = test::random_dataset(8, 2, 10, kD, spec.likelihood, 11);
     Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 12);
     ObjectiveOptions opt;
@@ -96,7 +89,7 @@ TEST(NaturalGradient, UnitStepIsExactForTheGaussianBagModel) {
 // For the Poisson bag model, steps on the full data increase the ELBO every time and drive the q
 // gradient down (linearly: the curvature of the y log sum p e^m term is not in the step).
 TEST(NaturalGradient, ConvergesForThePoissonBagModel) {
-  const ModelSpec spec = spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
   const Dataset data = test::random_dataset(10, 5, 20, kD, spec.likelihood, 21);
   Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 22);
   ObjectiveOptions opt;
@@ -116,7 +109,7 @@ TEST(NaturalGradient, ConvergesForThePoissonBagModel) {
 }
 
 TEST(NaturalGradient, RefusesAMapEstimate) {
-  ModelSpec spec = spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
   spec.map_estimate = true;
   Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 3);
   EXPECT_THROW(natural_gradient_step(model, Vector::Zero(kM), Matrix::Zero(kM, kM), 0.5), ConfigError);

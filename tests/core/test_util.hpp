@@ -11,6 +11,15 @@
 
 namespace vbagg::test {
 
+inline ModelSpec spec_of(LikelihoodKind lik, Link link, CovarianceMode cov, Expectation ex = Expectation::bound) {
+  ModelSpec s;
+  s.likelihood = lik;
+  s.link = link;
+  s.covariance = cov;
+  s.expectation = ex;
+  return s;
+}
+
 struct SpecCase {
   std::string name;
   ModelSpec spec;
