@@ -9,7 +9,7 @@ work=${WORK:-/tmp/vbagg-bench}
 threads=${THREADS:-2}
 # libopenblas0-pthread gives Debian's torch an optimised BLAS (it otherwise calls the reference one).
 scripts/deps.sh python3-torch libopenblas0-pthread time
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVBAGG_ARCH=native >/dev/null
 cmake --build build -j "$(nproc)" --target epoch_bench fit_bench pipeline_bench reference_export vbagg-train \
   vbagg-predict >/dev/null
 mkdir -p "$work"

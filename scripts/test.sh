@@ -11,13 +11,13 @@ scripts/deps.sh python3-torch  # the PyTorch cross-check of bench/reference
 jobs=$(nproc)
 
 release() {
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVBAGG_ARCH=native >/dev/null
   cmake --build build -j "$jobs"
   ctest --test-dir build --output-on-failure -j "$jobs"
 }
 
 sanitize() {
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF -DVBAGG_ARCH=native >/dev/null
   cmake --build build-asan -j "$jobs"
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" UBSAN_OPTIONS="print_stacktrace=1" \
     ctest --test-dir build-asan --output-on-failure -j "$jobs"

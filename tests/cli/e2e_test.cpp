@@ -154,7 +154,17 @@ TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
   EXPECT_GT(json_number(json.substr(pixel_at), "correlation"), 0.5) << json;
   const std::string html = read_file(d() + "/report.html");
   EXPECT_NE(html.find("<img alt=\"calibration\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
+  EXPECT_NE(html.find("<img alt=\"PIT histogram\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
   EXPECT_NE(html.find("<img alt=\"intensity mean\""), std::string::npos);
+  // The PIT histogram: ten bins whose fractions add up to one over the held-out units.
+  const auto pit_at = json.find("\"count_pit_histogram\": [");
+  ASSERT_NE(pit_at, std::string::npos) << json;
+  std::istringstream pit(json.substr(pit_at + 24, json.find(']', pit_at) - pit_at - 24));
+  double total = 0, v;
+  int bins = 0;
+  for (char comma; pit >> v; pit >> comma, ++bins) total += v;
+  EXPECT_EQ(bins, 10) << json;
+  EXPECT_NEAR(total, 1.0, 1e-9) << json;
 }
 
 TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {

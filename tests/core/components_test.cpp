@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/baselines.hpp"
+#include "core/country.hpp"
 #include "core/fit.hpp"
 #include "core/inducing.hpp"
 #include "core/metrics.hpp"
@@ -98,6 +99,29 @@ TEST(KMeans, SeededDistinctAndCapped) {
   std::set<double> firsts;
   for (Index j = 0; j < c.cols(); ++j) firsts.insert(c(0, j));
   EXPECT_EQ(firsts.size(), 3u);
+}
+
+// Overdispersion multiplies each unit's expected count by e^u, u ~ N(-sd^2/2, sd^2), and leaves
+// everything else of the country (and a country without it) unchanged.
+TEST(Country, UnitNoiseIsLognormalWithMeanOneAndChangesOnlyTheCounts) {
+  CountryOptions o;
+  o.width = 80;
+  o.height = 80;
+  o.units = 400;
+  o.seed = 5;
+  const Country plain = make_country(o);
+  o.unit_noise_sd = 0.5;
+  const Country noisy = make_country(o);
+  EXPECT_EQ(plain.unit_effect.cwiseAbs().maxCoeff(), 0.0);
+  EXPECT_EQ(plain.intensity, noisy.intensity);
+  EXPECT_EQ(plain.unit_of_pixel, noisy.unit_of_pixel);
+  const Vector& u = noisy.unit_effect;
+  const double mean = u.mean(), sd = std::sqrt((u.array() - mean).square().mean());
+  EXPECT_NEAR(sd, 0.5, 0.05);
+  EXPECT_NEAR(u.array().exp().mean(), 1.0, 0.06);
+  EXPECT_NE(plain.counts, noisy.counts);
+  o.unit_noise_sd = -1;
+  EXPECT_THROW(make_country(o), ConfigError);
 }
 
 TEST(SwissRoll, BagSizesAndRates) {
