@@ -117,7 +117,7 @@ int train_main(int argc, char** argv) {
       FitOptions fo = fit_options(config, nthreads, train_data.num_pixels());
       spdlog::info("optimizer: {}", to_string(fo.optimizer));
       // A likelihood with parameters of its own is fitted in two stages of up to fo.epochs each.
-      const bool staged = fo.staged && !likelihood_of(spec.likelihood).param_names().empty();
+      const bool staged = fo.staged && likelihood_of(spec.likelihood).fit_parameters_later();
       Progress progress("training", fo.epochs * (staged ? 2 : 1), !quiet);
       // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
       const bool bar = !quiet && stderr_is_terminal();

@@ -308,12 +308,12 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
                                            : fit_adam(model, data, train, tracker, o, frozen);
   };
-  // A likelihood with parameters of its own (the negative binomial's dispersion) first fits with
-  // them held at their start, then with everything free. Fitted jointly from the prior, a
-  // dispersion would explain the data as noise before the field could, and stay there.
+  // The negative binomial first fits with its dispersion held at its start, then with everything
+  // free. Fitted jointly from the prior, the dispersion would explain the data as noise before
+  // the field could, and stay there.
   const ParamSlice likelihood_block = param_slice(model, ParamBlockId::likelihood);
   FitResult res;
-  if (likelihood_block.size > 0 && options.staged) {
+  if (likelihood_block.size > 0 && options.staged && likelihood_of(model.spec.likelihood).fit_parameters_later()) {
     const FitResult first = run(options, likelihood_block);
     if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
       res = first;

@@ -43,8 +43,9 @@ struct FitOptions {
   double tolerance = 0;  // stop when |relative change| of the epoch ELBO stays below it (0: off)
   int patience = 0;      // early stopping: epochs without holdout improvement (0: off)
   int lbfgs_memory = 10;
-  // Likelihood parameters (e.g. the negative binomial's dispersion) held fixed in a first fit and
-  // freed in a second, each with the full epoch budget.
+  // Likelihood parameters that ask for it (BagLikelihood::fit_parameters_later: the negative
+  // binomial's dispersion) held fixed in a first fit and freed in a second, each with the full
+  // epoch budget.
   bool staged = true;
   unsigned long long seed = 1;
   int threads = 1;

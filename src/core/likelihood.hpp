@@ -24,6 +24,10 @@ class BagLikelihood {
   virtual std::vector<Link> links() const = 0;
   // Names of its own parameters (stored in Model::likelihood_params, learned with the rest).
   virtual std::vector<std::string> param_names() const { return {}; }
+  // Whether a fit first holds the likelihood's parameters at their start and frees them in a
+  // second stage (FitOptions::staged): for a dispersion that could otherwise explain the data as
+  // noise before the field does.
+  virtual bool fit_parameters_later() const { return false; }
   // Counts (Poisson, negative binomial): y_a is a non-negative count of cases.
   virtual bool is_count() const { return false; }
   virtual bool has_delta_method() const { return true; }

@@ -30,6 +30,7 @@ class NegativeBinomial final : public CountLikelihood {
   LikelihoodKind id() const override { return LikelihoodKind::negative_binomial; }
   const char* name() const override { return "negative_binomial"; }
   std::vector<std::string> param_names() const override { return {"log_dispersion"}; }
+  bool fit_parameters_later() const override { return true; }
 
   double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,
                Vector* g) const override {
