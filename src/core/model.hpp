@@ -81,8 +81,8 @@ struct Model {
   Index num_inputs() const { return inducing.rows(); }
 
   // Free parameters in the order of param_layout.hpp: m_v, L_v (lower triangle by column,
-  // diagonal as its log; absent for a MAP estimate), mu, kernel log-hyperparameters, the
-  // likelihood's parameters, W (when learned).
+  // diagonal as its log; absent for a MAP estimate), mu, beta (linear mean), kernel
+  // log-hyperparameters, the likelihood's parameters, W (when learned).
   Index num_params() const;
   Vector pack() const;
   void unpack(const Vector& theta);

@@ -223,6 +223,9 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (data.num_inputs() != model.num_inputs())
     throw DataError("the data have " + std::to_string(data.num_inputs()) + " inputs but the model expects " +
                     std::to_string(model.num_inputs()));
+  if (model.spec.linear_inputs > model.num_inputs())
+    throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) + " coefficients but the model " +
+                      std::to_string(model.num_inputs()) + " inputs");
   const Posterior post = compute_posterior(model);
   const BagNeeds needs = bag_needs(model.spec);
   const bool with_grad = grad != nullptr;
