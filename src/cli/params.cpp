@@ -201,8 +201,8 @@ std::vector<Param> make_params() {
        {},
        1,
        10000000,
-       "Maximum number of epochs. A likelihood with parameters of its own (negative_binomial) is fitted in two "
-       "stages, first with them fixed and then with everything free, each with this many epochs."},
+       "Maximum number of epochs. The negative_binomial likelihood is fitted in two stages, first with its "
+       "dispersion fixed and then with everything free, each with this many epochs."},
       {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per Adam minibatch."},
       {"train.tolerance",
        T::real,

@@ -11,7 +11,6 @@
 #include "app.hpp"
 #include "config.hpp"
 #include "core/baselines.hpp"
-#include "core/likelihood.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
 #include "io/atomic_file.hpp"
@@ -116,9 +115,7 @@ int train_main(int argc, char** argv) {
                      model.num_inducing(), init.inducing);
       FitOptions fo = fit_options(config, nthreads, train_data.num_pixels());
       spdlog::info("optimizer: {}", to_string(fo.optimizer));
-      // A likelihood with parameters of its own is fitted in two stages of up to fo.epochs each.
-      const bool staged = fo.staged && likelihood_of(spec.likelihood).fit_parameters_later();
-      Progress progress("training", fo.epochs * (staged ? 2 : 1), !quiet);
+      Progress progress("training", fo.epochs * (fits_in_stages(spec, fo) ? 2 : 1), !quiet);
       // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
       const bool bar = !quiet && stderr_is_terminal();
       const int log_every = std::max(1, fo.epochs / 20);

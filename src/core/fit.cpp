@@ -291,6 +291,10 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
 
 }  // namespace
 
+bool fits_in_stages(const ModelSpec& spec, const FitOptions& options) {
+  return options.staged && likelihood_of(spec.likelihood).fit_parameters_later();
+}
+
 FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
               const FitOptions& options) {
   if (train.empty()) throw DataError("there are no training bags");
@@ -313,7 +317,7 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   // the field could, and stay there.
   const ParamSlice likelihood_block = param_slice(model, ParamBlockId::likelihood);
   FitResult res;
-  if (likelihood_block.size > 0 && options.staged && likelihood_of(model.spec.likelihood).fit_parameters_later()) {
+  if (likelihood_block.size > 0 && fits_in_stages(model.spec, options)) {
     const FitResult first = run(options, likelihood_block);
     if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
       res = first;

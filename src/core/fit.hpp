@@ -62,6 +62,10 @@ struct FitResult {
   int recovered_steps = 0;  // steps rolled back after a non-finite objective
 };
 
+// Whether fit() runs two stages for this model: its likelihood asks for them
+// (BagLikelihood::fit_parameters_later) and options.staged is on. Each stage has options.epochs.
+bool fits_in_stages(const ModelSpec& spec, const FitOptions& options);
+
 // Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,
 // after which the parameters of the best holdout epoch are restored.
 FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,

@@ -21,6 +21,13 @@ const std::vector<const LinkFunction*>& link_registry() {
 
 const LinkFunction& link_of(Link link) { return *link_registry().at(static_cast<size_t>(link)); }
 
+double LinkFunction::expected_total(const Eigen::Ref<const Vector>& w, const Eigen::Ref<const Vector>& m,
+                                    const Eigen::Ref<const Vector>& s2) const {
+  double total = 0;
+  for (Index i = 0; i < w.size(); ++i) total += w[i] * mean(m[i], s2[i]);
+  return total;
+}
+
 namespace {
 [[noreturn]] void no_counts(const LinkFunction& l) {
   throw ConfigError(std::string("the ") + l.name() + " link does not define a count bag's mean");

@@ -10,8 +10,6 @@
 
 namespace vbagg {
 
-double q_divergence(const Model& model, ModelGradient* grad);
-
 namespace {
 
 // The spelling of each value of an enum whose values run 0, 1, ... in the order of `names`.
@@ -140,16 +138,9 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
   var = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
 }
 
-double kl_divergence(const Model& model, ModelGradient* grad) {
-  double linear = 0;
-  if (model.spec.linear_inputs > 0) {
-    const double precision = 1.0 / (model.spec.linear_prior_sd * model.spec.linear_prior_sd);
-    linear = 0.5 * precision * model.linear_mean.squaredNorm();
-    if (grad) grad->linear_mean += precision * model.linear_mean;
-  }
-  return linear + q_divergence(model, grad);
-}
+namespace {
 
+// KL(q(v) || N(0, I)), or the prior penalty of a MAP estimate.
 double q_divergence(const Model& model, ModelGradient* grad) {
   if (model.spec.map_estimate) {
     if (grad) grad->q_mean += model.spec.prior_precision * model.q_mean;
@@ -166,6 +157,18 @@ double q_divergence(const Model& model, ModelGradient* grad) {
     grad->q_chol.diagonal().array() -= L.diagonal().array().inverse();
   }
   return kl;
+}
+
+}  // namespace
+
+double kl_divergence(const Model& model, ModelGradient* grad) {
+  double linear = 0;
+  if (model.spec.linear_inputs > 0) {
+    const double precision = 1.0 / (model.spec.linear_prior_sd * model.spec.linear_prior_sd);
+    linear = 0.5 * precision * model.linear_mean.squaredNorm();
+    if (grad) grad->linear_mean += precision * model.linear_mean;
+  }
+  return linear + q_divergence(model, grad);
 }
 
 }  // namespace vbagg

@@ -101,9 +101,8 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index n = data.bag_size(bags[k]);
-    double s = 0;
-    for (Index i = pos; i < pos + n; ++i) s += w[i] * intensity_mean(model.spec.link, m[i], v[i]);
-    totals[static_cast<Index>(k)] = s;
+    totals[static_cast<Index>(k)] = link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n),
+                                                                            v.segment(pos, n));
     pos += n;
   }
   return totals;

@@ -42,10 +42,7 @@ void CountLikelihood::initialise(const Dataset& train, Model& model) const {
 
 double CountLikelihood::predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
                                        const Vector& v) const {
-  const LinkFunction& link = link_of(model.spec.link);
-  double mean = 0;
-  for (Index i = 0; i < w.size(); ++i) mean += w[i] * link.mean(m[i], v[i]);
-  return count_nll(y, mean, model.likelihood_params);
+  return count_nll(y, link_of(model.spec.link).expected_total(w, m, v), model.likelihood_params);
 }
 
 double CountLikelihood::draw(const Model& model, double eta, const Vector&, std::mt19937_64& rng) const {

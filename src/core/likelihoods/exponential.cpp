@@ -43,9 +43,7 @@ class Exponential final : public BagLikelihood {
 
   double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
                         const Vector& v) const override {
-    const LinkFunction& link = link_of(model.spec.link);
-    double eta = 0;
-    for (Index i = 0; i < w.size(); ++i) eta += w[i] * link.mean(m[i], v[i]);
+    const double eta = link_of(model.spec.link).expected_total(w, m, v);
     return std::log(eta) + y / eta;
   }
 
