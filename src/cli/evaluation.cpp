@@ -61,15 +61,16 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   r.observed.assign(y.data(), y.data() + y.size());
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
   // Poisson models (and the constant baseline) are scored by the Poisson NLL of their totals;
-  // other likelihoods by their own predictive density.
-  const bool poisson = m.file.kind == "constant" || model.spec.likelihood == LikelihoodKind::poisson;
+  // other likelihoods, and a unit effect, by their own predictive density.
+  const bool poisson = m.file.kind == "constant" ||
+                       (model.spec.likelihood == LikelihoodKind::poisson && !model.spec.unit_effect);
   const bool counts = m.file.kind == "constant" || likelihood_of(model.spec.likelihood).is_count();
   if (poisson) {
     const BagNll nll = bag_poisson_nll(y, yhat);
     r.bag_nll_sum = nll.sum;
     r.bag_nll_mean = nll.mean;
   } else {
-    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads);
+    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads, m.same_units);
     r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
   }
   r.bag_log_mse = bag_log_mse(y, yhat);

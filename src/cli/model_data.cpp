@@ -114,7 +114,7 @@ double constant_rate(const LoadedModel& m, const std::string& unit_id) {
 }
 
 Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Index>& bags, int threads) {
-  if (m.file.kind != "constant") return predicted_bag_totals(m.file.model, d, bags, threads);
+  if (m.file.kind != "constant") return predicted_bag_totals(m.file.model, d, bags, threads, m.same_units);
   const Vector P = d.bag_weights();
   Vector t(static_cast<Index>(bags.size()));
   for (size_t k = 0; k < bags.size(); ++k)
@@ -135,7 +135,8 @@ Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples) 
     return draws;
   }
   const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-  Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed);
+  const UnitEffectMoments unit = bag_unit_effects(m.file.model, d, {a}, m.same_units)[0];
+  Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed, unit);
   std::sort(draws.data(), draws.data() + draws.size());
   return draws;
 }

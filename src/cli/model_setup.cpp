@@ -39,6 +39,7 @@ ModelSpec model_spec(const Config& c) {
   s.map_estimate = c.text("model.kind") == "nystrom";
   s.prior_precision = c.real("model.prior_precision");
   s.linear_prior_sd = c.real("model.linear_prior_sd");
+  s.unit_effect = c.boolean("model.unit_effect") && !(s.map_estimate || c.text("model.kind") == "constant");
   try {
     s.validate();
   } catch (const ConfigError& e) {

@@ -144,6 +144,16 @@ std::vector<Param> make_params() {
        1e6,
        "Linear mean: prior sd of each coefficient beta (per sd of its covariate, on the log-rate scale for the exp "
        "link)."},
+      {"model.unit_effect",
+       T::boolean,
+       "false",
+       {},
+       -kInf,
+       kInf,
+       "Count likelihoods: a random effect u ~ N(0, sigma^2) on the log rate of every unit, with sigma learned (the "
+       "iid polygon effect of R disaggregation). It absorbs unit-level overdispersion that would otherwise bend the "
+       "map. The maps show the smooth field without it; unit totals and intervals include it (a training unit's "
+       "fitted effect, the prior spread for any other unit)."},
       {"model.covariance",
        T::choice,
        "nystrom",

@@ -54,6 +54,7 @@ std::string map_includes(const Model& m) {
                   " likelihood";
   const auto extra = likelihood_of(m.spec.likelihood).param_names();
   if (!extra.empty()) s += " (" + extra.front() + " enters unit totals only)";
+  if (m.spec.unit_effect) s += "; not the unit effect (it enters unit totals only)";
   return s;
 }
 

@@ -14,6 +14,8 @@ struct BagPosterior {
   double y;
   const Matrix* T = nullptr;
   const Matrix* C = nullptr;
+  // q(u_a) = N(unit_mean, unit_var) of the unit effect on the log rate (MODEL.md 4g); 0, 0 without.
+  double unit_mean = 0, unit_var = 0;
 };
 
 // Derivatives of l_a. gT and gC are only written when T and C were given; g_params has one entry
@@ -22,6 +24,7 @@ struct BagGradient {
   Vector gm, gs2;
   Matrix gT, gC;
   Vector g_params;
+  double g_unit_mean = 0, g_unit_var = 0;
 };
 
 // Which of T and C a bag term reads.

@@ -17,6 +17,10 @@ std::string Dataset::bag_name(Index a) const {
   return "#" + std::to_string(a);
 }
 
+std::string Dataset::bag_id(Index a) const {
+  return static_cast<size_t>(a) < bag_ids.size() ? bag_ids[a] : "#" + std::to_string(a);
+}
+
 void Dataset::validate() const {
   const Index n = num_pixels();
   if (num_bags() < 1 || offsets.front() != 0 || offsets.back() != n)

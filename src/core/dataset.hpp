@@ -30,6 +30,8 @@ struct Dataset {
   // P_a = sum of effective weights in each bag.
   Vector bag_weights() const;
   std::string bag_name(Index a) const;
+  // The bag's id, or "#a" when the dataset has none (keys the unit effect of a training unit).
+  std::string bag_id(Index a) const;
 
   // Throws DataError naming the first inconsistency (sizes, NaN, negative weights, empty bags).
   void validate() const;

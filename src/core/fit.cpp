@@ -57,6 +57,9 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
                       std::to_string(train.num_inputs()));
   m.linear_mean = Vector::Zero(spec.linear_inputs);
   likelihood_of(spec.likelihood).initialise(train, m);
+  std::vector<Index> all(static_cast<size_t>(train.num_bags()));
+  for (Index a = 0; a < train.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+  attach_unit_effects(m, train, all);
   return m;
 }
 
@@ -292,7 +295,29 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
 }  // namespace
 
 bool fits_in_stages(const ModelSpec& spec, const FitOptions& options) {
-  return options.staged && likelihood_of(spec.likelihood).fit_parameters_later();
+  return options.staged && (likelihood_of(spec.likelihood).fit_parameters_later() || spec.unit_effect);
+}
+
+void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags) {
+  if (!model.spec.unit_effect) return;
+  UnitEffect& u = model.unit_effect;
+  std::vector<std::string> ids;
+  ids.reserve(bags.size());
+  for (Index a : bags) ids.push_back(data.bag_id(a));
+  if (ids == u.units && u.mean.size() == u.size() && u.log_sd_q.size() == u.size()) return;
+  UnitEffect fresh;
+  fresh.log_sd = u.log_sd;
+  fresh.units = ids;
+  fresh.mean = Vector::Zero(fresh.size());
+  fresh.log_sd_q = Vector::Constant(fresh.size(), u.log_sd);
+  for (Index k = 0; k < fresh.size(); ++k) {
+    const Index old = u.find(ids[static_cast<size_t>(k)]);
+    if (old >= 0 && old < u.mean.size() && old < u.log_sd_q.size()) {
+      fresh.mean[k] = u.mean[old];
+      fresh.log_sd_q[k] = u.log_sd_q[old];
+    }
+  }
+  u = std::move(fresh);
 }
 
 FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
@@ -308,17 +333,18 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     if (!(options.natgrad_step > 0 && options.natgrad_step <= 1))
       throw ConfigError("train.natgrad_step must be in (0, 1]");
   }
+  attach_unit_effects(model, data, train);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
     return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
                                            : fit_adam(model, data, train, tracker, o, frozen);
   };
-  // The negative binomial first fits with its dispersion held at its start, then with everything
-  // free. Fitted jointly from the prior, the dispersion would explain the data as noise before
-  // the field could, and stay there.
-  const ParamSlice likelihood_block = param_slice(model, ParamBlockId::likelihood);
+  // The negative binomial's dispersion and the unit effect are first held at their start, then
+  // everything is free. Fitted jointly from the prior, they would explain the data as noise
+  // before the field could, and stay there.
+  const ParamSlice later = staged_slice(model);
   FitResult res;
-  if (likelihood_block.size > 0 && fits_in_stages(model.spec, options)) {
-    const FitResult first = run(options, likelihood_block);
+  if (later.size > 0 && fits_in_stages(model.spec, options)) {
+    const FitResult first = run(options, later);
     if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
       res = first;
     } else {

@@ -44,8 +44,8 @@ struct FitOptions {
   int patience = 0;      // early stopping: epochs without holdout improvement (0: off)
   int lbfgs_memory = 10;
   // Likelihood parameters that ask for it (BagLikelihood::fit_parameters_later: the negative
-  // binomial's dispersion) held fixed in a first fit and freed in a second, each with the full
-  // epoch budget.
+  // binomial's dispersion) and the unit effect held fixed in a first fit and freed in a second,
+  // each with the full epoch budget.
   bool staged = true;
   unsigned long long seed = 1;
   int threads = 1;
@@ -63,8 +63,14 @@ struct FitResult {
 };
 
 // Whether fit() runs two stages for this model: its likelihood asks for them
-// (BagLikelihood::fit_parameters_later) and options.staged is on. Each stage has options.epochs.
+// (BagLikelihood::fit_parameters_later) or it has a unit effect, and options.staged is on. Each
+// stage has options.epochs.
 bool fits_in_stages(const ModelSpec& spec, const FitOptions& options);
+
+// Gives the model a unit effect q(u_a) for each of the listed bags of data (by Dataset::bag_id),
+// keeping the q of units it already has and starting new ones at the prior. No-op without a
+// unit effect. init_model attaches every bag of its data; fit() the bags it trains on.
+void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags);
 
 // Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,
 // after which the parameters of the best holdout epoch are restored.

@@ -48,9 +48,9 @@ class BagLikelihood {
   // aggregation divides them by their sum).
   virtual Vector aggregate_weights(const ModelSpec&, const Vector& w) const { return w; }
   // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
-  // its pixels (weights w as stored in the data).
+  // its pixels (weights w as stored in the data) and its unit effect (count likelihoods).
   virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
-                                const Vector& v) const = 0;
+                                const Vector& v, const UnitEffectMoments& unit) const = 0;
   // One draw of the observation given eta = sum_i w_i Psi(f_i) of a joint draw of f, with the
   // aggregate weights w.
   virtual double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const = 0;

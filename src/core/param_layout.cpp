@@ -119,6 +119,40 @@ const ParamBlock kLikelihood{
     },
 };
 
+Index unit_effect_size(const Model& m) { return m.spec.unit_effect ? 1 + 2 * m.unit_effect.size() : 0; }
+
+// log sigma_u, then the training units' means, then their log sds.
+const ParamBlock kUnitEffect{
+    ParamBlockId::unit_effect,
+    unit_effect_size,
+    [](const Model& m, double* out) {
+      if (!m.spec.unit_effect) return;
+      const UnitEffect& u = m.unit_effect;
+      if (u.mean.size() != u.size() || u.log_sd_q.size() != u.size())
+        throw ConfigError("the model's unit effect holds " + std::to_string(u.mean.size()) + " means and " +
+                          std::to_string(u.log_sd_q.size()) + " sds for " + std::to_string(u.size()) + " units");
+      *out++ = u.log_sd;
+      Eigen::Map<Vector>(out, u.size()) = u.mean;
+      Eigen::Map<Vector>(out + u.size(), u.size()) = u.log_sd_q;
+    },
+    [](Model& m, const double* in) {
+      if (!m.spec.unit_effect) return;
+      UnitEffect& u = m.unit_effect;
+      u.log_sd = *in++;
+      u.mean = Eigen::Map<const Vector>(in, u.size());
+      u.log_sd_q = Eigen::Map<const Vector>(in + u.size(), u.size());
+    },
+    [](const Model& m, std::vector<std::string>& out) {
+      if (!m.spec.unit_effect) return;
+      out.push_back("unit_effect.log_sd");
+      for (const auto& id : m.unit_effect.units) out.push_back("unit_effect.mean['" + id + "']");
+      for (const auto& id : m.unit_effect.units) out.push_back("unit_effect.log_sd['" + id + "']");
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      Eigen::Map<Vector>(out, unit_effect_size(m)) = g.unit_effect;
+    },
+};
+
 const ParamBlock kInducing{
     ParamBlockId::inducing,
     [](const Model& m) { return m.spec.learn_inducing ? m.inducing.size() : Index{0}; },
@@ -141,7 +175,7 @@ const ParamBlock kInducing{
 }  // namespace
 
 const std::vector<ParamBlock>& param_blocks() {
-  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kLinearMean, kKernel, kLikelihood, kInducing};
+  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kLinearMean, kKernel, kLikelihood, kUnitEffect, kInducing};
   return blocks;
 }
 
@@ -153,6 +187,14 @@ ParamSlice param_slice(const Model& model, ParamBlockId id) {
     s.offset += s.size;
   }
   return {s.offset, 0};
+}
+
+ParamSlice staged_slice(const Model& model) {
+  const ParamSlice lik = param_slice(model, ParamBlockId::likelihood);
+  const ParamSlice unit = param_slice(model, ParamBlockId::unit_effect);
+  const bool later = likelihood_of(model.spec.likelihood).fit_parameters_later();
+  if (later) return {lik.offset, lik.size + unit.size};
+  return unit;
 }
 
 Index Model::num_params() const {

@@ -9,7 +9,7 @@
 
 namespace vbagg {
 
-enum class ParamBlockId { q_mean, q_chol, mean, linear_mean, kernel, likelihood, inducing };
+enum class ParamBlockId { q_mean, q_chol, mean, linear_mean, kernel, likelihood, unit_effect, inducing };
 
 struct ParamBlock {
   ParamBlockId id;
@@ -33,5 +33,10 @@ struct ParamSlice {
   Index offset = 0, size = 0;
 };
 ParamSlice param_slice(const Model& model, ParamBlockId id);
+
+// The parameters a staged fit holds at their start in its first stage (FitOptions::staged): the
+// likelihood's when it asks for that (BagLikelihood::fit_parameters_later) and the unit effect.
+// They are adjacent in the layout, so this is one slice (empty when there are none).
+ParamSlice staged_slice(const Model& model);
 
 }  // namespace vbagg

@@ -67,6 +67,8 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
 
 }  // namespace vbagg
 
+#include <unordered_map>
+
 #include "dataset.hpp"
 #include "metrics.hpp"
 
@@ -93,32 +95,55 @@ void bag_latents(const Model& model, const Dataset& data, const std::vector<Inde
 
 }  // namespace
 
-Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
+                                                const std::vector<Index>& bags, bool fitted_units) {
+  std::vector<UnitEffectMoments> out(bags.size());
+  if (!model.spec.unit_effect) return out;
+  std::unordered_map<std::string, Index> index;
+  if (fitted_units)
+    for (Index k = 0; k < model.unit_effect.size(); ++k) index.emplace(model.unit_effect.units[static_cast<size_t>(k)], k);
+  const double prior_var = std::exp(2 * model.unit_effect.log_sd);
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const auto it = index.find(data.bag_id(bags[k]));
+    out[k] = it == index.end() ? UnitEffectMoments{0.0, prior_var}
+                               : UnitEffectMoments{model.unit_effect.mean[it->second],
+                                                   std::exp(2 * model.unit_effect.log_sd_q[it->second])};
+  }
+  return out;
+}
+
+Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                            bool fitted_units) {
   Matrix X;
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
+  const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, bags, fitted_units);
   Vector totals(static_cast<Index>(bags.size()));
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index n = data.bag_size(bags[k]);
-    totals[static_cast<Index>(k)] = link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n),
+    totals[static_cast<Index>(k)] = std::exp(units[k].mean + 0.5 * units[k].var) *
+                                    link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n),
                                                                             v.segment(pos, n));
     pos += n;
   }
   return totals;
 }
 
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                          bool fitted_units) {
   if (bags.empty()) return NAN;
   Matrix X;
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
+  const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, bags, fitted_units);
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   double nll = 0;
   Index pos = 0;
-  for (Index a : bags) {
-    const Index n = data.bag_size(a);
-    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n));
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const Index a = bags[k], n = data.bag_size(a);
+    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n),
+                              units[k]);
     pos += n;
   }
   return nll / static_cast<double>(bags.size());
@@ -131,7 +156,7 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 namespace vbagg {
 
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
-                            unsigned long long seed) {
+                            unsigned long long seed, const UnitEffectMoments& unit) {
   const Posterior post = compute_posterior(model);
   const Index n = X.cols(), M = model.num_inducing();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
@@ -165,6 +190,9 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
     for (int s = 0; s < samples; ++s)
       for (Index i = 0; i < len; ++i) eta[s] += w[begin + i] * link.psi(F(i, s) + m[i] + resid_sd[i] * normal(rng));
   }
+  // The unit effect multiplies the unit's rate by e^u, one u per draw.
+  if (unit.var > 0 || unit.mean != 0)
+    for (int s = 0; s < samples; ++s) eta[s] *= std::exp(unit.mean + std::sqrt(unit.var) * normal(rng));
   Vector draws(samples);
   for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], w, rng);
   return draws;

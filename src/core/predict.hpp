@@ -39,12 +39,21 @@ namespace vbagg {
 
 struct Dataset;
 
-// Predicted bag totals yhat_a = sum_i c_i p_i E[lambda_i] for the listed bags.
-Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
+// The unit effect of each listed bag (Model::unit_effect_of by Dataset::bag_id): q(u_a) for a
+// unit the model was fitted to (when fitted_units), the prior for any other.
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
+                                                const std::vector<Index>& bags, bool fitted_units = true);
+
+// Predicted bag totals yhat_a = E[e^u] sum_i c_i p_i E[lambda_i] for the listed bags (the factor
+// of the unit effect u as bag_unit_effects gives it; 1 without one).
+Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                            bool fitted_units = true);
 
 // Mean predictive NLL of the listed bags' observations: Poisson NLL of y given yhat (poisson),
 // Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential).
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
+// A unit effect enters as the mixture over u of the count model.
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                          bool fitted_units = true);
 
 }  // namespace vbagg
 
@@ -53,7 +62,9 @@ namespace vbagg {
 // Posterior predictive draws of one bag's observation: joint draws of f over the bag's pixels
 // (f = m + T^T z + sqrt(d) e, the nystrom form of q), lambda = Psi(f), eta = sum_i w_i lambda_i,
 // then y ~ Poisson(eta) (poisson), N(eta, tau sum w^2) (normal, eta a sum or mean per
-// aggregation) or Exponential(mean eta). Inputs as in the model (D x N_a), w = c_i p_i.
-Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed);
+// aggregation) or Exponential(mean eta). Inputs as in the model (D x N_a), w = c_i p_i. A count
+// model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
+                            const UnitEffectMoments& unit = {});
 
 }  // namespace vbagg

@@ -148,6 +148,18 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
     for (size_t k = 0; k < lik_names.size(); ++k)
       out << YAML::Key << lik_names[k] << YAML::Value << m.likelihood_params[static_cast<Index>(k)];
+    if (m.spec.unit_effect) {
+      // sigma_u, and q(u_a) of each training unit by id.
+      out << YAML::Key << "unit_effect" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "log_sd" << YAML::Value << m.unit_effect.log_sd;
+      out << YAML::Key << "units" << YAML::Value;
+      emit_strings(out, m.unit_effect.units);
+      out << YAML::Key << "mean" << YAML::Value;
+      emit_vector(out, m.unit_effect.mean);
+      out << YAML::Key << "unit_log_sd" << YAML::Value;
+      emit_vector(out, m.unit_effect.log_sd_q);
+      out << YAML::EndMap;
+    }
     out << YAML::Key << "jitter" << YAML::Value << m.jitter;
     out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
     for (Index j = 0; j < m.num_inducing(); ++j) emit_vector(out, m.inducing.col(j));
@@ -306,6 +318,14 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
   m.likelihood_params.resize(static_cast<Index>(lik_names.size()));
   for (size_t k = 0; k < lik_names.size(); ++k)
     m.likelihood_params[static_cast<Index>(k)] = r.get<double>(mn, lik_names[k], "model.");
+  if (mn["unit_effect"]) {
+    const YAML::Node ue = mn["unit_effect"];
+    m.spec.unit_effect = true;
+    m.unit_effect.log_sd = r.get<double>(ue, "log_sd", "model.unit_effect.");
+    m.unit_effect.units = r.strings(ue, "units", "model.unit_effect.");
+    m.unit_effect.mean = r.vec(ue, "mean", "model.unit_effect.", m.unit_effect.size());
+    m.unit_effect.log_sd_q = r.vec(ue, "unit_log_sd", "model.unit_effect.", m.unit_effect.size());
+  }
   m.jitter = r.get<double>(mn, "jitter", "model.");
   const YAML::Node in = r.at(mn, "inducing", "model.");
   if (!in.IsSequence() || in.size() == 0) r.broken("'model.inducing' must be a non-empty list");

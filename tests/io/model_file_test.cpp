@@ -52,8 +52,8 @@ io::ModelFile sample_file() {
   return f;
 }
 
-// A negative binomial with the delta method and a linear mean: its dispersion, expectation and
-// coefficients come back exactly.
+// A negative binomial with the delta method, a linear mean and a unit effect: its dispersion,
+// expectation, coefficients and the units' effects come back exactly.
 TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   test::TempDir dir;
   io::ModelFile f = sample_file();
@@ -65,6 +65,11 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   f.model.spec.linear_prior_sd = 0.3;
   f.model.linear_mean = (Vector(2) << -0.1 / 3.0, 2.0 / 7.0).finished();
   f.model.likelihood_params = Vector::Constant(1, std::log(123.456));
+  f.model.spec.unit_effect = true;
+  f.model.unit_effect.log_sd = std::log(0.7);
+  f.model.unit_effect.units = {"north: 1", "0042", "\u00e9st"};
+  f.model.unit_effect.mean = (Vector(3) << 0.1 / 3.0, -2.0 / 7.0, 0.0).finished();
+  f.model.unit_effect.log_sd_q = (Vector(3) << -1.0 / 3.0, -2.5, -0.9).finished();
   io::write_model_file(dir / "model.yaml", f);
   const io::ModelFile g = io::read_model_file(dir / "model.yaml");
   EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::negative_binomial);
@@ -73,6 +78,8 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_EQ(g.model.spec.linear_prior_sd, 0.3);
   EXPECT_EQ(g.model.linear_mean, f.model.linear_mean);
   EXPECT_EQ(g.model.likelihood_params, f.model.likelihood_params);
+  EXPECT_TRUE(g.model.spec.unit_effect);
+  EXPECT_EQ(g.model.unit_effect.units, f.model.unit_effect.units);
   EXPECT_EQ(g.model.pack(), f.model.pack());
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
 }

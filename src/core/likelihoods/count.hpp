@@ -21,7 +21,8 @@ class CountLikelihood : public BagLikelihood {
   BagNeeds needs(const ModelSpec& spec) const override { return link_of(spec.link).count_needs(spec); }
   double term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) const override;
   void initialise(const Dataset& train, Model& model) const override;
-  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v) const override;
+  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+                        const UnitEffectMoments& unit) const override;
   double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const override;
 
   // l_a from the summary, with d l_a / d(summary) into *d and d l_a / d params into *g_params.

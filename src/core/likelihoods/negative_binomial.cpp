@@ -7,6 +7,8 @@
 // MODEL.md 4f is not used: for mu >> r it rewards variance without limit (log(r + mu) is convex
 // in log mu), and a fit drives the ELBO to +infinity. Under the bound (rho = 0) the quadrature
 // collapses to log(r + E mu), and -log(r + E mu) <= E[-log(r + mu)] keeps the term a lower bound.
+// A unit effect u ~ N(shift, log_var) (MODEL.md 4g) adds to log mu as an independent Normal: the
+// quadrature's mean gains shift and its variance log_var, exactly.
 #include <boost/math/special_functions/digamma.hpp>
 #include <cmath>
 
@@ -35,8 +37,8 @@ class NegativeBinomial final : public CountLikelihood {
   double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,
                Vector* g) const override {
     const double log_r = params[0], r = std::exp(log_r);
-    const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho);
-    const double a = std::log(mo.mean) - 0.5 * rho;
+    const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho + mo.log_var);
+    const double a = std::log(mo.mean) - 0.5 * rho + mo.shift;
     // D = E[log(r + mu)] - log r = E[softplus(log mu - log r)], with its derivatives in a, rho.
     const NormalQuadrature& q = normal_quadrature(kNodes);
     double D = 0, S = 0, S2 = 0;  // E softplus, E sigma, E sigma (1 - sigma)
@@ -49,12 +51,14 @@ class NegativeBinomial final : public CountLikelihood {
     }
     // r log r - (r + y) E log(r + mu) = -y log r - (r + y) D.
     const double value = std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) - y * log_r - (r + y) * D +
-                         (y != 0 ? y * mo.elog : 0.0);
+                         (y != 0 ? y * mo.rate_elog() : 0.0);
     if (d) {
-      const double d_a = -(r + y) * S, d_rho_direct = -(r + y) * 0.5 * S2;  // d/d rho by Stein's lemma
+      const double d_a = -(r + y) * S, d_var = -(r + y) * 0.5 * S2;  // d/d b^2 by Stein's lemma
       d->elog = y;
       d->mean = mo.mean > 0 ? d_a / mo.mean : -(r + y) / r;
-      d->rho = -0.5 * d_a + d_rho_direct;
+      d->rho = -0.5 * d_a + d_var;
+      d->shift = d_a + y;
+      d->log_var = d_var;
     }
     if (g) {
       // dD/dr = -E[sigma] / r.
