@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "app.hpp"
+#include "cross_validation.hpp"
 #include "evaluation.hpp"
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
@@ -23,14 +24,24 @@ int eval_main(int argc, char** argv) {
       "vbagg-eval");
   std::string model_path, config_path, split = "holdout", truth, json, report;
   std::vector<std::string> sets;
-  int threads = 0;
+  int threads = 0, folds = 0;
+  long long cv_seed = -1;
   bool quiet = false, verbose = false;
   app.add_option("--model", model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
   app.add_option("--config", config_path, "Run configuration to evaluate on other data (default: the model's own)");
   app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
-  app.add_option("--split", split, "Units to evaluate")
-      ->check(CLI::IsMember({"train", "holdout", "all"}))
-      ->capture_default_str();
+  CLI::Option* split_opt = app.add_option("--split", split, "Units to evaluate")
+                               ->check(CLI::IsMember({"train", "holdout", "all"}))
+                               ->capture_default_str();
+  app.add_option("--cv", folds,
+                 "Spatially blocked K-fold cross-validation instead of one split: units grouped into K blocks by "
+                 "k-means on their centroids, the model's configuration refitted K times (each without one block, "
+                 "early stopping off), and every metric reported as mean and sd over the folds, with coverage and "
+                 "PIT pooled over every unit")
+      ->check(CLI::Range(2, 1000))
+      ->excludes(split_opt);
+  app.add_option("--cv-seed", cv_seed, "Seed of the k-means blocks of --cv (default: train.holdout.seed)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--truth", truth,
                  "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
   app.add_option("--json", json, "Write the metrics as JSON to this file");
@@ -42,15 +53,31 @@ int eval_main(int argc, char** argv) {
     io::ensure_gdal_registered();
     const LoadedModel m = load_model(model_path, config_path, sets);
     const int nthreads = thread_count(m.config, threads);
-    const io::BuiltData built = model_dataset(m);
-    const Metrics r = evaluate(m, built, split, truth, static_cast<int>(m.config.integer("predict.samples")), nthreads);
-    std::fputs(metrics_table(r).c_str(), stdout);
+    // Cross-validation builds its own data; the model's inputs serve the report's maps.
+    const io::BuiltData built = folds == 0 || !report.empty() ? model_dataset(m) : io::BuiltData();
+    const int samples = static_cast<int>(m.config.integer("predict.samples"));
+    Metrics r;
+    std::string table, json_text;
+    if (folds > 0) {
+      const unsigned long long seed =
+          static_cast<unsigned long long>(cv_seed >= 0 ? cv_seed : m.config.integer("train.holdout.seed"));
+      const CrossValidation cv = cross_validate(m, folds, seed, truth, samples, nthreads, !quiet);
+      r = cv.pooled;
+      table = cross_validation_table(cv);
+      json_text = cross_validation_json(cv);
+    } else {
+      r = evaluate(m, built, split, truth, samples, nthreads);
+      table = metrics_table(r);
+      json_text = metrics_json(r);
+    }
+    std::fputs(table.c_str(), stdout);
     if (!json.empty()) {
-      io::write_text_atomic(json, metrics_json(r));
+      io::write_text_atomic(json, json_text);
       spdlog::info("wrote {}", json);
     }
     if (!report.empty()) {
-      write_report(report, m, built, r, nthreads);
+      // With --cv the metrics and plots are the folds'; the maps are those of the model given.
+      write_report(report, m, built, r, table, nthreads);
       spdlog::info("wrote {}", report);
     }
   });

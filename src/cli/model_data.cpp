@@ -79,8 +79,10 @@ std::vector<CovariateSource> match_covariates(const std::vector<std::string>& mo
 }
 
 io::BuiltData model_dataset(const LoadedModel& m) {
-  const io::DataConfig data = m.config.data_config();
-  io::BuiltData built = io::build_dataset(data, m.config.base_dir());
+  return model_inputs(m, io::build_dataset(m.config.data_config(), m.config.base_dir()));
+}
+
+io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {
   const auto& names = m.file.covariates;
   const Index Dc = static_cast<Index>(names.size());
   if (built.num_coordinates != m.file.coordinates)

@@ -26,6 +26,8 @@ LoadedModel load_model(const std::string& model_path, const std::string& config_
 // standardised with the model's means and sds, then coordinates. Throws DataError naming a
 // covariate the model needs and the configuration lacks.
 io::BuiltData model_dataset(const LoadedModel& m);
+// The same from a dataset already built from m.config (raw inputs, as io::build_dataset gives them).
+io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built);
 
 // Whether the model has a posterior (vbagg, bag_pixel) or is a point estimate (nystrom, constant).
 bool has_uncertainty(const LoadedModel& m);

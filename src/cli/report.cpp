@@ -222,7 +222,7 @@ std::string map_png(const std::vector<float>& values, int w, int h, const std::s
 }  // namespace
 
 void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r,
-                  int threads) {
+                  const std::string& table, int threads) {
   // Quick-look maps over every unit pixel, subsampled to at most ~600 pixels across.
   const io::Grid& g = built.grid;
   const int stride = std::max(1, (std::max(g.width, g.height) + 599) / 600);
@@ -255,7 +255,7 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
        << to_string(m.file.model.spec.link) << " link, " << to_string(m.file.model.spec.expectation)
        << " expectation, " << m.file.model.num_inducing() << " inducing points; "
        << m.file.training.epochs << " epochs (" << m.file.training.stop_reason << ").</p>\n"
-       << "<h2>Metrics</h2>\n<pre>" << metrics_table(r) << "</pre>\n<h2>Plots</h2>\n"
+       << "<h2>Metrics</h2>\n<pre>" << table << "</pre>\n<h2>Plots</h2>\n"
        << "<figure><img alt=\"calibration\" src=\"data:image/png;base64," << calibration_plot(r) << "\"></figure>\n"
        << (r.count_pit.empty() ? std::string()
                                : "<figure><img alt=\"PIT histogram\" src=\"data:image/png;base64," + pit_plot(r) +

@@ -8,7 +8,8 @@
 
 namespace vbagg::cli {
 
+// `table` is the metrics text to show (metrics_table, or the cross-validation table).
 void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r,
-                  int threads);
+                  const std::string& table, int threads);
 
 }  // namespace vbagg::cli

@@ -167,6 +167,53 @@ TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
   EXPECT_NEAR(total, 1.0, 1e-9) << json;
 }
 
+// --cv 3: three refits, each evaluated on its own block of units; every unit is held out once,
+// coverage is pooled over them, and the metrics come with their spread over folds.
+TEST_F(EndToEnd, EvalCrossValidatesOnSpatialBlocks) {
+  const auto r = run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --cv 3 --set train.epochs=25 --truth " +
+                     d() + "/data/truth_intensity.tif --json " + d() + "/cv.json -q --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3-fold spatially blocked cross-validation (30 units"), std::string::npos) << r.output;
+  const std::string json = read_file(d() + "/cv.json");
+  EXPECT_EQ(json_number(json, "folds"), 3) << json;
+  EXPECT_EQ(json_number(json, "units"), 30) << json;
+  const auto fold_at = json.find("\"fold_units\": [");
+  ASSERT_NE(fold_at, std::string::npos) << json;
+  std::istringstream sizes(json.substr(fold_at + 15, json.find(']', fold_at) - fold_at - 15));
+  int total = 0, folds = 0, n;
+  for (char comma; sizes >> n; sizes >> comma, ++folds) {
+    EXPECT_GT(n, 0);
+    total += n;
+  }
+  EXPECT_EQ(folds, 3);
+  EXPECT_EQ(total, 30);
+  const auto nll_at = json.find("\"bag_nll_mean\": {");
+  ASSERT_NE(nll_at, std::string::npos) << json;
+  EXPECT_GE(json_number(json.substr(nll_at), "sd"), 0) << json;
+  EXPECT_NE(json.find("\"pixel_coverage\": ["), std::string::npos) << json;
+  // --split and --cv are two answers to one question.
+  EXPECT_EQ(run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --cv 3 --split train").code, 2);
+  EXPECT_EQ(run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --cv 1").code, 2);
+}
+
+// model.unit_effect: the model file keeps each training unit's effect, units.csv widens the
+// intervals of held-out units with the learned spread, and the maps say they leave it out.
+TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+               "/unit --set model.unit_effect=true --set train.epochs=30 -q --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = read_file(d() + "/unit/model.yaml");
+  EXPECT_NE(model.find("unit_effect:"), std::string::npos);
+  EXPECT_NE(model.find("unit_log_sd:"), std::string::npos);
+  r = run(bin("vbagg-predict") + " --model " + d() + "/unit/model.yaml --out " + d() + "/unit/maps -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(d() + "/unit/maps/units.csv"));
+  io::DatasetPtr ds = io::open_raster(d() + "/unit/maps/intensity_mean.tif");
+  const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
+  ASSERT_NE(includes, nullptr);
+  EXPECT_NE(std::string(includes).find("not the unit effect"), std::string::npos) << includes;
+}
+
 TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {
   auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/cog --of COG -q");
   ASSERT_EQ(r.code, 0) << r.output;

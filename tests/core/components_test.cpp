@@ -312,3 +312,36 @@ TEST(Standardization, TrainingPixelsOnlyAndCoordinatesUntouched) {
 
 }  // namespace
 }  // namespace vbagg
+
+#include "core/folds.hpp"
+
+namespace vbagg {
+namespace {
+
+// Three well-separated groups of centroids make three folds, one per group; every fold is
+// non-empty, the folds are deterministic for a seed, and impossible requests are refused.
+TEST(SpatialFolds, KMeansBlocksFollowTheGroups) {
+  std::mt19937_64 rng(4);
+  std::normal_distribution<double> normal;
+  const double centres[3][2] = {{0, 0}, {100, 0}, {0, 100}};
+  Matrix c(2, 60);
+  for (Index a = 0; a < 60; ++a) {
+    c(0, a) = centres[a % 3][0] + normal(rng);
+    c(1, a) = centres[a % 3][1] + normal(rng);
+  }
+  const std::vector<Index> fold = spatial_folds(c, 3, 7);
+  for (Index a = 3; a < 60; ++a) EXPECT_EQ(fold[a], fold[a % 3]) << a;
+  EXPECT_NE(fold[0], fold[1]);
+  EXPECT_NE(fold[0], fold[2]);
+  EXPECT_NE(fold[1], fold[2]);
+  EXPECT_EQ(spatial_folds(c, 3, 7), fold);
+  // More folds than groups: every fold still holds units.
+  const std::vector<Index> five = spatial_folds(c, 5, 7);
+  for (Index f = 0; f < 5; ++f) EXPECT_NE(std::count(five.begin(), five.end(), f), 0) << f;
+  EXPECT_THROW(spatial_folds(c, 1, 7), ConfigError);
+  EXPECT_THROW(spatial_folds(c, 61, 7), ConfigError);
+  EXPECT_THROW(spatial_folds(Matrix::Zero(2, 10), 2, 7), ConfigError);
+}
+
+}  // namespace
+}  // namespace vbagg

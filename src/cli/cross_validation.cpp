@@ -1,0 +1,230 @@
+#include "cross_validation.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <sstream>
+
+#include "app.hpp"
+#include "core/folds.hpp"
+#include "training.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+// Centre of each unit: the coverage-weighted mean of its pixel centres, in the grid's CRS.
+Matrix unit_centroids(const io::BuiltData& built) {
+  const Dataset& d = built.dataset;
+  Matrix c = Matrix::Zero(2, d.num_bags());
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    double total = 0;
+    for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+      const std::int64_t cell = built.cell[static_cast<size_t>(i)];
+      const double w = d.coverage[i];
+      c(0, a) += w * built.grid.centre_x(static_cast<int>(cell % built.grid.width));
+      c(1, a) += w * built.grid.centre_y(static_cast<int>(cell / built.grid.width));
+      total += w;
+    }
+    c.col(a) /= total;
+  }
+  return c;
+}
+
+struct Summary {
+  double mean = NAN, sd = NAN;
+};
+
+// Mean and sample sd over folds of one metric (NaN entries, e.g. a fold without truth, are skipped).
+Summary summarise(const std::vector<Metrics>& folds, double Metrics::*field) {
+  std::vector<double> v;
+  for (const Metrics& f : folds)
+    if (std::isfinite(f.*field)) v.push_back(f.*field);
+  Summary s;
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - s.mean) * (x - s.mean);
+  s.sd = v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0;
+  return s;
+}
+
+// Entry-wise average of per-fold lists weighted by `weight` of each fold.
+std::vector<double> pool(const std::vector<Metrics>& folds, std::vector<double> Metrics::*list,
+                         const std::vector<double>& weight) {
+  std::vector<double> out;
+  double total = 0;
+  for (size_t k = 0; k < folds.size(); ++k) {
+    const std::vector<double>& v = folds[k].*list;
+    if (v.empty()) continue;
+    if (out.empty()) out.assign(v.size(), 0.0);
+    for (size_t l = 0; l < v.size(); ++l) out[l] += weight[k] * v[l];
+    total += weight[k];
+  }
+  for (double& x : out) x /= total;
+  return out;
+}
+
+Metrics pooled_metrics(const std::vector<Metrics>& folds) {
+  Metrics p;
+  p.kind = folds.front().kind;
+  p.split = "cv";
+  p.levels = folds.front().levels;
+  p.has_truth = folds.front().has_truth;
+  std::vector<double> units, pixels;
+  for (const Metrics& f : folds) {
+    p.units += f.units;
+    p.pixels += f.pixels;
+    units.push_back(static_cast<double>(f.units));
+    pixels.push_back(static_cast<double>(f.pixels));
+    p.observed.insert(p.observed.end(), f.observed.begin(), f.observed.end());
+    p.predicted.insert(p.predicted.end(), f.predicted.begin(), f.predicted.end());
+  }
+  p.count_coverage = pool(folds, &Metrics::count_coverage, units);
+  p.count_pit = pool(folds, &Metrics::count_pit, units);
+  p.pixel_coverage = pool(folds, &Metrics::pixel_coverage, pixels);
+  // Scalars: the mean over folds (cross_validation_table adds their sd).
+  for (double Metrics::*field : {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean,
+                                 &Metrics::baseline_bag_log_mse, &Metrics::pixel_mse, &Metrics::pixel_correlation,
+                                 &Metrics::baseline_pixel_mse, &Metrics::baseline_pixel_correlation,
+                                 &Metrics::elbo_train})
+    p.*field = summarise(folds, field).mean;
+  p.bag_nll_sum = 0;
+  for (const Metrics& f : folds) p.bag_nll_sum += f.bag_nll_sum;
+  return p;
+}
+
+struct Row {
+  const char* name;
+  const char* key;
+  double Metrics::*field;
+};
+
+const std::vector<Row>& rows() {
+  static const std::vector<Row> r{
+      {"bag NLL (mean)", "bag_nll_mean", &Metrics::bag_nll_mean},
+      {"bag log-MSE", "bag_log_mse", &Metrics::bag_log_mse},
+      {"constant bag NLL", "baseline_bag_nll_mean", &Metrics::baseline_bag_nll_mean},
+      {"constant bag log-MSE", "baseline_bag_log_mse", &Metrics::baseline_bag_log_mse},
+      {"pixel MSE", "pixel_mse", &Metrics::pixel_mse},
+      {"pixel correlation", "pixel_correlation", &Metrics::pixel_correlation},
+      {"constant pixel MSE", "baseline_pixel_mse", &Metrics::baseline_pixel_mse},
+      {"ELBO (training units)", "elbo_train", &Metrics::elbo_train},
+  };
+  return r;
+}
+
+std::string num(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream s;
+  s.precision(10);
+  s << v;
+  return s.str();
+}
+
+std::string json_list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const std::string& truth_path,
+                               int samples, int threads, bool progress) {
+  const io::BuiltData raw = io::build_dataset(m.config.data_config(), m.config.base_dir());
+  const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
+  Config config = m.config;
+  config.set("train.patience", "0");
+  CrossValidation cv;
+  cv.seed = seed;
+  Progress bar("cross-validation", folds, progress);
+  for (Index k = 0; k < folds; ++k) {
+    Split split;
+    for (Index a = 0; a < raw.dataset.num_bags(); ++a) (fold[static_cast<size_t>(a)] == k ? split.holdout : split.train).push_back(a);
+    spdlog::info("fold {} of {}: {} training units, {} held out", k + 1, folds, split.train.size(), split.holdout.size());
+    // The fold is held out of the fit entirely: the fit sees no holdout units.
+    TrainRun run = train_on_split(config, raw, Split{split.train, {}}, threads, false);
+    for (Index a : split.holdout) run.file.holdout_units.push_back(raw.dataset.bag_ids[static_cast<size_t>(a)]);
+    const LoadedModel fitted{std::move(run.file), m.config, true};
+    cv.folds.push_back(evaluate(fitted, model_inputs(fitted, raw), "holdout", truth_path, samples, threads));
+    bar.update(k + 1);
+  }
+  bar.finish();
+  cv.pooled = pooled_metrics(cv.folds);
+  return cv;
+}
+
+std::string cross_validation_table(const CrossValidation& cv) {
+  std::ostringstream s;
+  const Metrics& p = cv.pooled;
+  char line[200];
+  std::snprintf(line, sizeof line, "%zu-fold spatially blocked cross-validation (%lld units, %lld pixels; seed %llu)\n",
+                cv.folds.size(), static_cast<long long>(p.units), static_cast<long long>(p.pixels), cv.seed);
+  s << line;
+  std::snprintf(line, sizeof line, "%-22s %12s %12s   %s\n", "", "mean", "sd", "per fold");
+  s << line;
+  for (const Row& r : rows()) {
+    const Summary sm = summarise(cv.folds, r.field);
+    if (!std::isfinite(sm.mean)) continue;
+    std::snprintf(line, sizeof line, "%-22s %12.6g %12.4g  ", r.name, sm.mean, sm.sd);
+    s << line;
+    for (const Metrics& f : cv.folds) {
+      std::snprintf(line, sizeof line, " %.4g", f.*r.field);
+      s << line;
+    }
+    s << "\n";
+  }
+  s << "interval level          counts covered (pooled)" << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)")
+    << "\n";
+  for (size_t l = 0; l < p.levels.size(); ++l) {
+    std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
+                  p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
+    s << line;
+    if (!p.pixel_coverage.empty()) {
+      std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l], p.pixel_coverage[l] - p.levels[l]);
+      s << line;
+    }
+    s << "\n";
+  }
+  s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):";
+  for (double f : p.count_pit) {
+    std::snprintf(line, sizeof line, " %.2f", f);
+    s << line;
+  }
+  s << "\n";
+  return s.str();
+}
+
+std::string cross_validation_json(const CrossValidation& cv) {
+  std::ostringstream s;
+  const Metrics& p = cv.pooled;
+  s << "{\n  \"model\": \"" << p.kind << "\",\n  \"split\": \"cv\",\n  \"folds\": " << cv.folds.size()
+    << ",\n  \"seed\": " << cv.seed << ",\n  \"units\": " << p.units << ",\n  \"pixels\": " << p.pixels << ",\n";
+  for (const Row& r : rows()) {
+    const Summary sm = summarise(cv.folds, r.field);
+    std::vector<double> per_fold;
+    for (const Metrics& f : cv.folds) per_fold.push_back(f.*r.field);
+    s << "  \"" << r.key << "\": {\"mean\": " << num(sm.mean) << ", \"sd\": " << num(sm.sd)
+      << ", \"folds\": " << json_list(per_fold) << "},\n";
+  }
+  std::vector<double> count_err, pixel_err;
+  for (size_t l = 0; l < p.levels.size(); ++l) {
+    count_err.push_back(std::abs(p.count_coverage[l] - p.levels[l]));
+    if (!p.pixel_coverage.empty()) pixel_err.push_back(std::abs(p.pixel_coverage[l] - p.levels[l]));
+  }
+  s << "  \"interval_levels\": " << json_list(p.levels) << ",\n  \"count_coverage\": " << json_list(p.count_coverage)
+    << ",\n  \"count_coverage_error\": " << json_list(count_err) << ",\n  \"count_pit_histogram\": "
+    << json_list(p.count_pit);
+  if (!p.pixel_coverage.empty())
+    s << ",\n  \"pixel_coverage\": " << json_list(p.pixel_coverage) << ",\n  \"pixel_coverage_error\": "
+      << json_list(pixel_err);
+  s << ",\n  \"fold_units\": [";
+  for (size_t k = 0; k < cv.folds.size(); ++k) s << (k ? ", " : "") << cv.folds[k].units;
+  s << "]\n}\n";
+  return s.str();
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,30 @@
+// Spatially blocked K-fold cross-validation over units (MODEL.md section 8): folds from k-means
+// on the unit centroids, one refit per fold with the model's configuration, the metrics of each
+// fold on its held-out units, and their mean, sd and pooled coverage.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "evaluation.hpp"
+
+namespace vbagg::cli {
+
+struct CrossValidation {
+  unsigned long long seed = 0;
+  std::vector<Metrics> folds;  // each fold's metrics on its held-out units
+  // Every unit held out once: coverage, PIT and pixel coverage pooled over the folds (weighted by
+  // units and pixels), observed and predicted totals of every unit; split "cv".
+  Metrics pooled;
+};
+
+// Refits m's configuration once per fold (train.patience is off: the held-out fold is the test
+// set, not an early-stopping set) and evaluates each fit on its fold.
+CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const std::string& truth_path,
+                               int samples, int threads, bool progress);
+
+// Mean and sd over folds of every metric, with the pooled coverage and PIT.
+std::string cross_validation_table(const CrossValidation& cv);
+std::string cross_validation_json(const CrossValidation& cv);
+
+}  // namespace vbagg::cli

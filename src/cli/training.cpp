@@ -1,0 +1,126 @@
+#include "training.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "app.hpp"
+#include "core/baselines.hpp"
+#include "core/predict.hpp"
+#include "core/standardize.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+std::vector<std::string> ids_of(const Dataset& d, const std::vector<Index>& bags) {
+  std::vector<std::string> ids;
+  for (Index a : bags) ids.push_back(d.bag_ids[static_cast<size_t>(a)]);
+  return ids;
+}
+
+// Each training unit's own rate; the overall training rate elsewhere. Nothing to optimise.
+void fit_constant(const Dataset& data, const Split& split, io::ModelFile& file, FitResult& result) {
+  const Vector P = data.bag_weights();
+  double y = 0, p = 0;
+  for (Index a : split.train) {
+    file.unit_rates[data.bag_ids[static_cast<size_t>(a)]] = data.response[a] / P[a];
+    y += data.response[a];
+    p += P[a];
+  }
+  file.overall_rate = y / p;
+  result.stop_reason = "closed_form";
+  result.elbo = NAN;
+  spdlog::info("constant model: overall training rate {:.6g} per person", file.overall_rate);
+}
+
+// The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
+// pseudo-pixel).
+void fit_gp(const Config& config, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,
+            bool show_progress, io::ModelFile& file, FitResult& result, std::ostringstream& history) {
+  const Dataset& data = built.dataset;
+  const std::string kind = config.text("model.kind");
+  const Index Dc = static_cast<Index>(built.covariates.size());
+  const Kernel kernel = model_kernel(config, Dc, built.num_coordinates);
+  if (config.text("model.mean_function") == "linear") spec.linear_inputs = Dc;
+  const Dataset fit_data = kind == "bag_pixel" ? collapse_bags(data) : Dataset();
+  const Dataset& d = kind == "bag_pixel" ? fit_data : data;
+  InitOptions init;
+  init.inducing = config.integer("model.inducing.count");
+  init.jitter = config.real("model.jitter");
+  init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
+  const Dataset train_data = subset_bags(d, split.train);
+  Model model = init_model(spec, kernel, train_data, init);
+  if (model.num_inducing() < init.inducing)
+    spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
+                 model.num_inducing(), init.inducing);
+  FitOptions fo = fit_options(config, threads, train_data.num_pixels());
+  spdlog::info("optimizer: {}", to_string(fo.optimizer));
+  Progress progress("training", fo.epochs * (fits_in_stages(spec, fo) ? 2 : 1), show_progress);
+  // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
+  const bool bar = show_progress && stderr_is_terminal();
+  const int log_every = std::max(1, fo.epochs / 20);
+  fo.on_epoch = [&](const EpochInfo& e) {
+    history << e.epoch << "," << e.elbo << "," << e.holdout_nll << "," << e.learning_rate << "," << e.seconds << "\n";
+    char suffix[128];
+    std::snprintf(suffix, sizeof suffix, "epoch %d  objective %.6g  holdout NLL %.5g", e.epoch, e.elbo, e.holdout_nll);
+    progress.update(e.epoch, suffix);
+    if (e.epoch % log_every == 0 || e.epoch == 1)
+      spdlog::log(bar ? spdlog::level::debug : spdlog::level::info, "epoch {}: objective {:.8g}, holdout NLL {:.6g}, {:.1f} s",
+                  e.epoch, e.elbo, e.holdout_nll, e.seconds);
+    return true;
+  };
+  spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads", kind,
+               to_string(spec.likelihood), to_string(spec.link), d.num_pixels(), d.num_inputs(), model.num_inducing(),
+               threads);
+  result = fit(model, d, split.train, split.holdout, fo);
+  progress.finish();
+  spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
+               split.holdout.empty()
+                   ? std::string()
+                   : fmt::format(", holdout NLL {:.6g}", bag_predictive_nll(model, d, split.holdout, threads)));
+  if (result.recovered_steps)
+    spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
+                 result.recovered_steps);
+  file.model = std::move(model);
+}
+
+}  // namespace
+
+TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& split, int threads, bool progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelSpec spec = model_spec(config);
+  Dataset& data = built.dataset;
+  const Index Dc = static_cast<Index>(built.covariates.size());
+  const Standardization standardization = fit_standardization(data, split.train, Dc);
+  standardization.apply(data.inputs);
+  spdlog::info("{} training units, {} holdout units", split.train.size(), split.holdout.size());
+
+  TrainRun run;
+  io::ModelFile& file = run.file;
+  file.kind = config.text("model.kind");
+  FitResult result;
+  std::ostringstream history;
+  history.precision(17);
+  history << "epoch,objective,holdout_nll,learning_rate,seconds\n";
+  if (file.kind == "constant")
+    fit_constant(data, split, file, result);
+  else
+    fit_gp(config, built, split, spec, threads, progress, file, result, history);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  file.covariates = built.covariates;
+  file.standardization = standardization;
+  file.coordinates = static_cast<int>(built.num_coordinates);
+  file.grid = built.grid;
+  file.train_units = ids_of(data, split.train);
+  file.holdout_units = ids_of(data, split.holdout);
+  file.training = {result.epochs, result.stop_reason, result.elbo, result.best_holdout_nll, seconds};
+  file.config = config.resolved_node();
+  run.history = history.str();
+  return run;
+}
+
+}  // namespace vbagg::cli
