@@ -70,7 +70,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     r.bag_nll_sum = nll.sum;
     r.bag_nll_mean = nll.mean;
   } else {
-    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads, m.same_units);
+    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads);
     r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
   }
   r.bag_log_mse = bag_log_mse(y, yhat);

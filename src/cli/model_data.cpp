@@ -137,7 +137,7 @@ Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples) 
     return draws;
   }
   const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-  const UnitEffectMoments unit = bag_unit_effects(m.file.model, d, {a}, m.same_units)[0];
+  const UnitEffectMoments unit = bag_unit_effects(m.file.model, d, {a}, 1, m.same_units)[0];
   Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed, unit);
   std::sort(draws.data(), draws.data() + draws.size());
   return draws;

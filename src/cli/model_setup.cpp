@@ -71,12 +71,19 @@ Optimizer choose_optimizer(const Config& c, Index training_pixels) {
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
+Index inducing_count(const Config& c, Index training_units) {
+  const Index set = c.integer("model.inducing.count");
+  if (set > 0) return set;
+  return std::clamp<Index>((training_units + 2) / 3, 32, 200);
+}
+
 FitOptions fit_options(const Config& c, int threads, Index training_pixels) {
   FitOptions o;
   o.optimizer = choose_optimizer(c, training_pixels);
   o.learning_rate = c.real("train.learning_rate");
   o.natgrad_step = c.real("train.natgrad_step");
   o.epochs = static_cast<int>(c.integer("train.epochs"));
+  o.first_stage_epochs = static_cast<int>(c.integer("train.first_stage_epochs"));
   o.batch_bags = c.integer("train.batch_bags");
   o.tolerance = c.real("train.tolerance");
   o.patience = static_cast<int>(c.integer("train.patience"));

@@ -26,6 +26,10 @@ Kernel model_kernel(const Config& config, Index covariates, Index coordinates);
 // minibatch steps above it.
 constexpr Index kFullBatchPixels = 200000;
 Optimizer choose_optimizer(const Config& config, Index training_pixels);
+// model.inducing.count, or with 0 (auto) one inducing point per three training units, at least 32
+// and at most 200: bag data resolve the map no finer than the units, and an objective pass costs
+// M^2 per pixel, so a small problem should not pay for a continent's M.
+Index inducing_count(const Config& config, Index training_units);
 FitOptions fit_options(const Config& config, int threads, Index training_pixels);
 // Threads from train.threads (0: every core), overridden by a positive --threads.
 int thread_count(const Config& config, int cli_threads);

@@ -48,7 +48,7 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
   const Dataset fit_data = kind == "bag_pixel" ? collapse_bags(data) : Dataset();
   const Dataset& d = kind == "bag_pixel" ? fit_data : data;
   InitOptions init;
-  init.inducing = config.integer("model.inducing.count");
+  init.inducing = inducing_count(config, static_cast<Index>(split.train.size()));
   init.jitter = config.real("model.jitter");
   init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
   const Dataset train_data = subset_bags(d, split.train);
@@ -58,7 +58,8 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
                  model.num_inducing(), init.inducing);
   FitOptions fo = fit_options(config, threads, train_data.num_pixels());
   spdlog::info("optimizer: {}", to_string(fo.optimizer));
-  Progress progress("training", fo.epochs * (fits_in_stages(spec, fo) ? 2 : 1), show_progress);
+  const int first = fits_in_stages(spec, fo) ? std::min(fo.epochs, fo.first_stage_epochs) : 0;
+  Progress progress("training", fo.epochs + first, show_progress);
   // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
   const bool bar = show_progress && stderr_is_terminal();
   const int log_every = std::max(1, fo.epochs / 20);

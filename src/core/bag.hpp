@@ -14,8 +14,10 @@ struct BagPosterior {
   double y;
   const Matrix* T = nullptr;
   const Matrix* C = nullptr;
-  // q(u_a) = N(unit_mean, unit_var) of the unit effect on the log rate (MODEL.md 4g); 0, 0 without.
-  double unit_mean = 0, unit_var = 0;
+  // A unit effect u_a ~ N(0, e^{2 unit_log_sd}) on the log rate (MODEL.md 4g), integrated out of
+  // the count's likelihood exactly (count likelihoods only).
+  bool has_unit_effect = false;
+  double unit_log_sd = 0;
 };
 
 // Derivatives of l_a. gT and gC are only written when T and C were given; g_params has one entry
@@ -24,7 +26,7 @@ struct BagGradient {
   Vector gm, gs2;
   Matrix gT, gC;
   Vector g_params;
-  double g_unit_mean = 0, g_unit_var = 0;
+  double g_unit_log_sd = 0;  // d/d unit_log_sd, with a unit effect
 };
 
 // Which of T and C a bag term reads.

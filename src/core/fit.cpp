@@ -106,9 +106,25 @@ struct HoldoutTracker {
 };
 
 // Relative-change convergence test on successive epoch objectives.
-bool converged(double prev, double cur, double tol) {
-  return tol > 0 && std::isfinite(prev) && std::abs(cur - prev) <= tol * std::max(1.0, std::abs(prev));
-}
+// Convergence: the objective moved by less than tolerance (relative) over the last kWindow
+// epochs. A window rather than one step: an L-BFGS line search or a noisy minibatch epoch can
+// change the objective little while the fit is still far from done.
+class ConvergenceTest {
+ public:
+  explicit ConvergenceTest(double tolerance) : tol_(tolerance) {}
+  bool converged(double objective) {
+    if (!(tol_ > 0) || !std::isfinite(objective)) return false;
+    history_.push_back(objective);
+    if (static_cast<int>(history_.size()) <= kWindow) return false;
+    const double old = history_[history_.size() - 1 - kWindow];
+    return std::abs(objective - old) <= tol_ * std::max(1.0, std::abs(old));
+  }
+
+ private:
+  static constexpr int kWindow = 10;
+  double tol_;
+  std::vector<double> history_;
+};
 
 // Entries of the gradient that stay zero, so their parameters keep their values.
 void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
@@ -134,7 +150,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   double lr = o.learning_rate;
   long step = 0;
   FitResult res;
-  double prev = NAN;
+  ConvergenceTest convergence(o.tolerance);
   std::vector<Index> order = train;
   Vector last_good = theta;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
@@ -205,11 +221,10 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       res.stop_reason = "early_stopping";
       return res;
     }
-    if (converged(prev, info.elbo, o.tolerance)) {
+    if (convergence.converged(info.elbo)) {
       res.stop_reason = "converged";
       return res;
     }
-    prev = info.elbo;
   }
   res.stop_reason = "max_epochs";
   return res;
@@ -219,13 +234,18 @@ struct StopFit {
   std::string reason;
 };
 
+constexpr int kHoldoutStride = 10;
+
+// Relative change over 10 epochs at which a staged fit's first stage is done.
+constexpr double kFirstStageTolerance = 1e-3;
+
 FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
                     const FitOptions& o, const ParamSlice& frozen) {
   const auto t0 = Clock::now();
   ObjectiveOptions obj;
   obj.threads = o.threads;
   FitResult res;
-  double prev = NAN;
+  ConvergenceTest convergence(o.tolerance);
   int evals = 0;
   Vector best_x = model.pack();
   double best_f = INFINITY;
@@ -254,14 +274,16 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
     EpochInfo info;
     info.epoch = evals;
     info.elbo = v.elbo;
-    info.holdout_nll = holdout.update(model, evals);
+    // An evaluation is far cheaper than an epoch of minibatches: the held-out bags are scored
+    // every kHoldoutStride evaluations (a tenth of the work of a small fit otherwise).
+    info.holdout_nll = evals % kHoldoutStride == 0 ? holdout.update(model, evals) : NAN;
     info.seconds = seconds_since(t0);
     res.epochs = evals;
     res.elbo = v.elbo;
     if (o.on_epoch && !o.on_epoch(info)) throw StopFit{"callback"};
     if (holdout.exhausted(evals)) throw StopFit{"early_stopping"};
-    if (converged(prev, v.elbo, o.tolerance)) throw StopFit{"converged"};
-    prev = v.elbo;
+    // The best value so far: a line search's trial points may be worse and say nothing.
+    if (convergence.converged(-best_f)) throw StopFit{"converged"};
     if (evals >= o.epochs) throw StopFit{"max_epochs"};
     return -v.elbo;
   };
@@ -300,30 +322,15 @@ bool fits_in_stages(const ModelSpec& spec, const FitOptions& options) {
 
 void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags) {
   if (!model.spec.unit_effect) return;
-  UnitEffect& u = model.unit_effect;
-  std::vector<std::string> ids;
-  ids.reserve(bags.size());
-  for (Index a : bags) ids.push_back(data.bag_id(a));
-  if (ids == u.units && u.mean.size() == u.size() && u.log_sd_q.size() == u.size()) return;
-  UnitEffect fresh;
-  fresh.log_sd = u.log_sd;
-  fresh.units = ids;
-  fresh.mean = Vector::Zero(fresh.size());
-  fresh.log_sd_q = Vector::Constant(fresh.size(), u.log_sd);
-  for (Index k = 0; k < fresh.size(); ++k) {
-    const Index old = u.find(ids[static_cast<size_t>(k)]);
-    if (old >= 0 && old < u.mean.size() && old < u.log_sd_q.size()) {
-      fresh.mean[k] = u.mean[old];
-      fresh.log_sd_q[k] = u.log_sd_q[old];
-    }
-  }
-  u = std::move(fresh);
+  model.unit_effect.units.clear();
+  for (Index a : bags) model.unit_effect.units.push_back(data.bag_id(a));
 }
 
 FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
               const FitOptions& options) {
   if (train.empty()) throw DataError("there are no training bags");
   if (options.epochs < 1) throw ConfigError("train.epochs must be at least 1");
+  if (options.first_stage_epochs < 1) throw ConfigError("train.first_stage_epochs must be at least 1");
   if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
   HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
   if (options.optimizer == Optimizer::natgrad) {
@@ -344,7 +351,12 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   const ParamSlice later = staged_slice(model);
   FitResult res;
   if (later.size > 0 && fits_in_stages(model.spec, options)) {
-    const FitResult first = run(options, later);
+    // The first stage only has to bring the field near its fit: held at its start, the noise
+    // model is too tight, and fitting the field to the last digit would fit it to that noise.
+    FitOptions stage = options;
+    stage.epochs = std::min(options.epochs, options.first_stage_epochs);
+    stage.tolerance = std::max(options.tolerance, kFirstStageTolerance);
+    const FitResult first = run(stage, later);
     if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
       res = first;
     } else {

@@ -40,13 +40,16 @@ struct FitOptions {
   double natgrad_step = 0.1;  // natgrad: step size in (0, 1] of the natural-gradient steps
   int epochs = 300;
   Index batch_bags = 16;
-  double tolerance = 0;  // stop when |relative change| of the epoch ELBO stays below it (0: off)
+  // Stop when the epoch objective (for L-BFGS the best so far) moved by less than this, relative,
+  // over the last 10 epochs (0: off).
+  double tolerance = 0;
   int patience = 0;      // early stopping: epochs without holdout improvement (0: off)
   int lbfgs_memory = 10;
   // Likelihood parameters that ask for it (BagLikelihood::fit_parameters_later: the negative
-  // binomial's dispersion) and the unit effect held fixed in a first fit and freed in a second,
-  // each with the full epoch budget.
+  // binomial's dispersion) and the unit effect held fixed in a first fit of at most
+  // first_stage_epochs epochs, then freed in a second of at most `epochs`.
   bool staged = true;
+  int first_stage_epochs = 50;
   unsigned long long seed = 1;
   int threads = 1;
   // Called after every epoch; returning false stops the fit.
@@ -63,13 +66,12 @@ struct FitResult {
 };
 
 // Whether fit() runs two stages for this model: its likelihood asks for them
-// (BagLikelihood::fit_parameters_later) or it has a unit effect, and options.staged is on. Each
-// stage has options.epochs.
+// (BagLikelihood::fit_parameters_later) or it has a unit effect, and options.staged is on.
 bool fits_in_stages(const ModelSpec& spec, const FitOptions& options);
 
-// Gives the model a unit effect q(u_a) for each of the listed bags of data (by Dataset::bag_id),
-// keeping the q of units it already has and starting new ones at the prior. No-op without a
-// unit effect. init_model attaches every bag of its data; fit() the bags it trains on.
+// Records the listed bags of data (by Dataset::bag_id) as the training units of the model's unit
+// effect, whose own effects predictions then condition on their counts. No-op without a unit
+// effect. init_model records every bag of its data; fit() the bags it trains on.
 void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags);
 
 // Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,

@@ -1,6 +1,5 @@
 #include "link.hpp"
 
-#include <cmath>
 #include <stdexcept>
 
 namespace vbagg {
@@ -28,8 +27,6 @@ double LinkFunction::expected_total(const Eigen::Ref<const Vector>& w, const Eig
   for (Index i = 0; i < w.size(); ++i) total += w[i] * mean(m[i], s2[i]);
   return total;
 }
-
-double CountMoments::rate_mean() const { return mean * std::exp(shift + 0.5 * log_var); }
 
 namespace {
 [[noreturn]] void no_counts(const LinkFunction& l) {

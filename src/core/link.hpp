@@ -11,26 +11,20 @@
 
 namespace vbagg {
 
-// The count-bag summary: every count likelihood is written in these numbers. They describe
-// mu_a = sum_i w_i Psi(f_i); the bag's rate is e^u mu_a with the unit effect u ~ N(shift,
-// log_var) independent of f (MODEL.md 4g; shift = log_var = 0 without one).
+// The count-bag summary: every count likelihood is written in these three numbers.
 struct CountMoments {
   double mean = 0;  // E[mu_a], exact
   double elog = 0;  // E[log mu_a]: the Jensen lower bound, or the second-order delta method
   double rho = 0;   // Var[mu_a] / E[mu_a]^2 by the delta method; 0 with the bound
-  double shift = 0, log_var = 0;
-  // E[e^u mu_a] and E[log(e^u mu_a)].
-  double rate_mean() const;
-  double rate_elog() const { return elog + shift; }
   // Intermediate values of the forward pass, kept for the backward pass.
   Vector r, soft, h, u, n, Cu;
   Matrix G;
   double half_var = 0;
 };
 
-// d l_a / d(mean, elog, rho, shift, log_var).
+// d l_a / d(mean, elog, rho).
 struct CountMomentsGradient {
-  double mean = 0, elog = 0, rho = 0, shift = 0, log_var = 0;
+  double mean = 0, elog = 0, rho = 0;
 };
 
 class LinkFunction {

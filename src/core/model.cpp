@@ -79,19 +79,12 @@ void ModelSpec::validate() const {
     throw ConfigError("a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
                       "variational model; likelihood '" + to_string(likelihood) + "'" +
                       (map_estimate ? " with a MAP estimate" : "") + " has none");
+  if (unit_effect && link == Link::exp && expectation != Expectation::delta)
+    throw ConfigError("a unit effect is integrated with the second-order moments of the log rate: with the exp "
+                      "link it needs expectation 'delta'");
 }
 
-Index UnitEffect::find(const std::string& id) const {
-  const auto it = std::find(units.begin(), units.end(), id);
-  return it == units.end() ? -1 : static_cast<Index>(it - units.begin());
-}
-
-UnitEffectMoments Model::unit_effect_of(const std::string& id, bool fitted_units) const {
-  if (!spec.unit_effect) return {};
-  const Index a = fitted_units ? unit_effect.find(id) : -1;
-  if (a < 0) return {0.0, std::exp(2 * unit_effect.log_sd)};
-  return {unit_effect.mean[a], std::exp(2 * unit_effect.log_sd_q[a])};
-}
+bool UnitEffect::has(const std::string& id) const { return std::find(units.begin(), units.end(), id) != units.end(); }
 
 ModelGradient::ModelGradient(const Model& m)
     : q_mean(Vector::Zero(m.num_inducing())),
@@ -99,7 +92,7 @@ ModelGradient::ModelGradient(const Model& m)
       linear_mean(Vector::Zero(m.spec.linear_inputs)),
       kernel(Vector::Zero(m.kernel.num_params())),
       likelihood(Vector::Zero(static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size()))),
-      unit_effect(Vector::Zero(m.spec.unit_effect ? 1 + 2 * m.unit_effect.size() : 0)),
+      unit_effect(Vector::Zero(m.spec.unit_effect ? 1 : 0)),
       inducing(Matrix::Zero(m.num_inputs(), m.num_inducing())) {}
 
 ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
@@ -187,17 +180,6 @@ double kl_divergence(const Model& model, ModelGradient* grad) {
     if (grad) grad->linear_mean += precision * model.linear_mean;
   }
   return linear + q_divergence(model, grad);
-}
-
-double unit_effect_kl(double mean, double log_sd, double log_prior_sd, double* g) {
-  const double ratio = std::exp(2 * (log_sd - log_prior_sd));      // omega^2 / sigma^2
-  const double mean2 = mean * mean * std::exp(-2 * log_prior_sd);  // nu^2 / sigma^2
-  if (g) {
-    g[0] += mean * std::exp(-2 * log_prior_sd);
-    g[1] += ratio - 1;
-    g[2] += 1 - ratio - mean2;
-  }
-  return log_prior_sd - log_sd + 0.5 * (ratio + mean2) - 0.5;
 }
 
 }  // namespace vbagg

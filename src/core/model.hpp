@@ -67,20 +67,19 @@ struct ModelSpec {
   void validate() const;
 };
 
-// The unit effect's parameters: log sigma_u, and q(u_a) = N(mean_a, exp(log_sd_a)^2) for every
-// training unit, named by Dataset::bag_id.
+// The unit effect u_a ~ N(0, sigma_u^2) on the log rate of every unit (MODEL.md 4g): integrated
+// out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
+// log sigma_u. `units` names the training units (Dataset::bag_id): their own effect given their
+// count is known and predicted; any other unit's comes from the prior.
 struct UnitEffect {
   double log_sd = -2.302585092994046;  // log 0.1: close to no effect at the start of a fit
   std::vector<std::string> units;
-  Vector mean, log_sd_q;
 
-  Index size() const { return static_cast<Index>(units.size()); }
-  // Index of the unit with this id, or -1.
-  Index find(const std::string& id) const;
+  bool has(const std::string& id) const;
 };
 
-// Mean and variance of a unit's effect u under the model: q(u_a) for a training unit, the prior
-// N(0, sigma_u^2) for any other, (0, 0) without a unit effect.
+// Mean and variance of a unit's effect u: its conditional given its count for a training unit,
+// the prior N(0, sigma_u^2) for any other, (0, 0) without a unit effect.
 struct UnitEffectMoments {
   double mean = 0, var = 0;
 };
@@ -102,14 +101,10 @@ struct Model {
   Index num_inducing() const { return inducing.cols(); }
   Index num_inputs() const { return inducing.rows(); }
 
-  // The unit effect of the unit with this id (see UnitEffectMoments). `fitted_units` false treats
-  // every unit as new (units of another unit file whose ids may collide with the training ones).
-  UnitEffectMoments unit_effect_of(const std::string& id, bool fitted_units = true) const;
-
   // Free parameters in the order of param_layout.hpp: m_v, L_v (lower triangle by column,
   // diagonal as its log; absent for a MAP estimate), mu, beta (linear mean), kernel
-  // log-hyperparameters, the likelihood's parameters, the unit effect (log sigma_u, then the
-  // training units' means and log sds), W (when learned).
+  // log-hyperparameters, the likelihood's parameters, the unit effect's log sigma_u, W (when
+  // learned).
   Index num_params() const;
   Vector pack() const;
   void unpack(const Vector& theta);
@@ -124,7 +119,7 @@ struct ModelGradient {
   Vector linear_mean;
   Vector kernel;
   Vector likelihood;  // with respect to Model::likelihood_params
-  // With respect to (log sigma_u, mean_1..n, log_sd_1..n) of the unit effect (empty without it).
+  // With respect to log sigma_u of the unit effect (empty without it).
   Vector unit_effect;
   Matrix inducing;    // D x M
 
@@ -162,12 +157,7 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
                            Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch);
 
 // KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty), plus the linear mean's prior
-// penalty |beta|^2 / (2 sd^2); adds its gradient to grad. The unit effect's KL is per unit and
-// is added with its bag (objective.cpp), so minibatches scale it like the bag terms.
+// penalty |beta|^2 / (2 sd^2); adds its gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
-
-// KL(N(mean, e^{2 log_sd}) || N(0, e^{2 log_prior_sd})) of one unit's effect, with its derivatives
-// in (mean, log_sd, log_prior_sd) added to g[0..2] when g is non-null.
-double unit_effect_kl(double mean, double log_sd, double log_prior_sd, double* g);
 
 }  // namespace vbagg

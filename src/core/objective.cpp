@@ -2,8 +2,6 @@
 
 #include <omp.h>
 
-#include <cmath>
-#include <unordered_map>
 
 #include "likelihood.hpp"
 #include "linalg.hpp"
@@ -24,8 +22,7 @@ struct Accumulator {
   Vector g_linear, g_likelihood;
   Vector g_kernel;
   Matrix g_inducing;
-  double unit_kl = 0;  // sum of the bags' unit-effect KLs, unscaled
-  Vector g_unit;       // (log sigma_u, means, log sds) of the unit effect
+  Vector g_unit;  // log sigma_u of the unit effect
 
   Accumulator(Index M, Index D, Index P, Index linear, Index likelihood_params, Index unit_params, BagNeeds needs) {
     g_linear = Vector::Zero(linear);
@@ -50,7 +47,6 @@ struct Accumulator {
     g_likelihood += o.g_likelihood;
     g_kernel += o.g_kernel;
     g_inducing += o.g_inducing;
-    unit_kl += o.unit_kl;
     g_unit += o.g_unit;
   }
 };
@@ -77,33 +73,11 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
   b.R.shape(M, len).noalias() = post.Q * K;
 }
 
-// The unit effect's index of each listed bag (by Dataset::bag_id); empty without a unit effect.
-std::vector<Index> unit_indices(const Model& model, const Dataset& data, const std::vector<Index>& bags) {
-  if (!model.spec.unit_effect) return {};
-  const UnitEffect& u = model.unit_effect;
-  if (u.mean.size() != u.size() || u.log_sd_q.size() != u.size())
-    throw ConfigError("the model's unit effect has parameters for " + std::to_string(u.mean.size()) + " of its " +
-                      std::to_string(u.size()) + " units");
-  std::unordered_map<std::string, Index> index;
-  for (Index k = 0; k < u.size(); ++k) index.emplace(u.units[static_cast<size_t>(k)], k);
-  std::vector<Index> out;
-  out.reserve(bags.size());
-  for (Index a : bags) {
-    const auto it = index.find(data.bag_id(a));
-    if (it == index.end())
-      throw DataError("bag " + data.bag_name(a) + " has no unit effect in the model: the ELBO is defined for the "
-                      "units it was fitted to");
-    out.push_back(it->second);
-  }
-  return out;
-}
-
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
 // acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
-// recomputed otherwise, so memory stays bounded whatever the bag size. `unit` indexes the bag's
-// unit effect (-1 without one).
-void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, Index unit, double scale,
-                 BagNeeds needs, bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+// recomputed otherwise, so memory stays bounded whatever the bag size.
+void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale, BagNeeds needs,
+                 bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
   const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing();
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
@@ -149,24 +123,11 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     C.noalias() -= ws.blocks[0].K.view().transpose() * ws.blocks[0].R.view();
   }
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
-  const UnitEffect& ue = model.unit_effect;
-  if (unit >= 0) {
-    bag.unit_mean = ue.mean[unit];
-    bag.unit_var = std::exp(2 * ue.log_sd_q[unit]);
-  }
+  bag.has_unit_effect = model.spec.unit_effect;
+  bag.unit_log_sd = model.unit_effect.log_sd;
   BagGradient g;
   acc.value += bag_term(model.spec, model.likelihood_params, bag, with_grad ? &g : nullptr);
-  if (unit >= 0) {
-    // -KL(q(u_a) || N(0, sigma_u^2)) travels with its bag, scaled like it.
-    double gkl[3] = {0, 0, 0};
-    acc.unit_kl += unit_effect_kl(ue.mean[unit], ue.log_sd_q[unit], ue.log_sd, with_grad ? gkl : nullptr);
-    if (with_grad) {
-      const Index n_units = ue.size();
-      acc.g_unit[0] -= scale * gkl[2];
-      acc.g_unit[1 + unit] += scale * (g.g_unit_mean - gkl[0]);
-      acc.g_unit[1 + n_units + unit] += scale * (2 * bag.unit_var * g.g_unit_var - gkl[1]);
-    }
-  }
+  if (with_grad && model.spec.unit_effect) acc.g_unit[0] += scale * g.g_unit_log_sd;
   if (!with_grad) return;
 
   g.gm *= scale;
@@ -278,8 +239,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   const bool with_grad = grad != nullptr;
   const Index M = model.num_inducing(), D = model.num_inputs(), P = model.kernel.num_params();
   const int slots = std::max({1, options.slots, options.threads});
-  const std::vector<Index> units = unit_indices(model, data, bags);
-  const Index unit_params = with_grad && model.spec.unit_effect ? 1 + 2 * model.unit_effect.size() : 0;
+  const Index unit_params = with_grad && model.spec.unit_effect ? 1 : 0;
 
   std::vector<Accumulator> acc;
   acc.reserve(slots);
@@ -299,8 +259,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];
       for (size_t k = s; k < bags.size(); k += slots)
-        process_bag(model, post, data, bags[k], units.empty() ? -1 : units[k], scale, needs, with_grad, options, ws,
-                    acc[s]);
+        process_bag(model, post, data, bags[k], scale, needs, with_grad, options, ws, acc[s]);
     } catch (...) {
       errors[s] = std::current_exception();
     }
@@ -317,7 +276,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     finish_gradient(model, post, acc[0], g,
                     options.q_moments_gradient && !model.spec.map_estimate ? &out : nullptr);
   ModelGradient gkl(model);
-  out.kl = kl_divergence(model, with_grad ? &gkl : nullptr) + scale * acc[0].unit_kl;
+  out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;
   if (with_grad) {
     Vector gv = g.pack(model);

@@ -27,7 +27,7 @@ struct ObjectiveOptions {
 struct ObjectiveValue {
   double elbo = 0;       // scale * sum_a l_a - KL
   double data_term = 0;  // sum_a l_a over the given bags (unscaled)
-  double kl = 0;          // KL of q(v) and priors, plus scale * the bags' unit-effect KLs
+  double kl = 0;
   double jitter_used = 0;
   // With ObjectiveOptions::q_moments_gradient: d(scale * data_term)/dm_v and the symmetric
   // d(scale * data_term)/dS_v, S_v = L_v L_v^T (the KL is not included).

@@ -119,34 +119,20 @@ const ParamBlock kLikelihood{
     },
 };
 
-Index unit_effect_size(const Model& m) { return m.spec.unit_effect ? 1 + 2 * m.unit_effect.size() : 0; }
+Index unit_effect_size(const Model& m) { return m.spec.unit_effect ? 1 : 0; }
 
-// log sigma_u, then the training units' means, then their log sds.
+// log sigma_u (the effect itself is integrated out of each bag's likelihood).
 const ParamBlock kUnitEffect{
     ParamBlockId::unit_effect,
     unit_effect_size,
     [](const Model& m, double* out) {
-      if (!m.spec.unit_effect) return;
-      const UnitEffect& u = m.unit_effect;
-      if (u.mean.size() != u.size() || u.log_sd_q.size() != u.size())
-        throw ConfigError("the model's unit effect holds " + std::to_string(u.mean.size()) + " means and " +
-                          std::to_string(u.log_sd_q.size()) + " sds for " + std::to_string(u.size()) + " units");
-      *out++ = u.log_sd;
-      Eigen::Map<Vector>(out, u.size()) = u.mean;
-      Eigen::Map<Vector>(out + u.size(), u.size()) = u.log_sd_q;
+      if (m.spec.unit_effect) *out = m.unit_effect.log_sd;
     },
     [](Model& m, const double* in) {
-      if (!m.spec.unit_effect) return;
-      UnitEffect& u = m.unit_effect;
-      u.log_sd = *in++;
-      u.mean = Eigen::Map<const Vector>(in, u.size());
-      u.log_sd_q = Eigen::Map<const Vector>(in + u.size(), u.size());
+      if (m.spec.unit_effect) m.unit_effect.log_sd = *in;
     },
     [](const Model& m, std::vector<std::string>& out) {
-      if (!m.spec.unit_effect) return;
-      out.push_back("unit_effect.log_sd");
-      for (const auto& id : m.unit_effect.units) out.push_back("unit_effect.mean['" + id + "']");
-      for (const auto& id : m.unit_effect.units) out.push_back("unit_effect.log_sd['" + id + "']");
+      if (m.spec.unit_effect) out.push_back("unit_effect.log_sd");
     },
     [](const Model& m, const ModelGradient& g, double* out) {
       Eigen::Map<Vector>(out, unit_effect_size(m)) = g.unit_effect;

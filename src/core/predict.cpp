@@ -67,7 +67,9 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
 
 }  // namespace vbagg
 
-#include <unordered_map>
+#include <unordered_set>
+
+#include "likelihoods/count.hpp"
 
 #include "dataset.hpp"
 #include "metrics.hpp"
@@ -95,55 +97,74 @@ void bag_latents(const Model& model, const Dataset& data, const std::vector<Inde
 
 }  // namespace
 
-std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
-                                                const std::vector<Index>& bags, bool fitted_units) {
-  std::vector<UnitEffectMoments> out(bags.size());
-  if (!model.spec.unit_effect) return out;
-  std::unordered_map<std::string, Index> index;
-  if (fitted_units)
-    for (Index k = 0; k < model.unit_effect.size(); ++k) index.emplace(model.unit_effect.units[static_cast<size_t>(k)], k);
-  const double prior_var = std::exp(2 * model.unit_effect.log_sd);
-  for (size_t k = 0; k < bags.size(); ++k) {
-    const auto it = index.find(data.bag_id(bags[k]));
-    out[k] = it == index.end() ? UnitEffectMoments{0.0, prior_var}
-                               : UnitEffectMoments{model.unit_effect.mean[it->second],
-                                                   std::exp(2 * model.unit_effect.log_sd_q[it->second])};
-  }
-  return out;
-}
+namespace {
 
-Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
-                            bool fitted_units) {
+// sum_i w_i E[lambda_i] of each listed bag, without the unit effect.
+Vector field_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
   Matrix X;
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
-  const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, bags, fitted_units);
   Vector totals(static_cast<Index>(bags.size()));
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index n = data.bag_size(bags[k]);
-    totals[static_cast<Index>(k)] = std::exp(units[k].mean + 0.5 * units[k].var) *
-                                    link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n),
-                                                                            v.segment(pos, n));
+    totals[static_cast<Index>(k)] =
+        link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n), v.segment(pos, n));
     pos += n;
   }
   return totals;
 }
 
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
-                          bool fitted_units) {
+std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Dataset& data,
+                                                  const std::vector<Index>& bags, const Vector& totals,
+                                                  bool fitted_units) {
+  std::vector<UnitEffectMoments> out(bags.size());
+  if (!model.spec.unit_effect) return out;
+  const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
+  std::unordered_set<std::string> trained;
+  if (fitted_units) trained.insert(model.unit_effect.units.begin(), model.unit_effect.units.end());
+  const double log_sd = model.unit_effect.log_sd;
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const Index a = bags[k];
+    out[k] = trained.count(data.bag_id(a))
+                 ? unit_effect_posterior(lik, data.response[a], totals[static_cast<Index>(k)], model.likelihood_params,
+                                         log_sd)
+                 : UnitEffectMoments{0.0, std::exp(2 * log_sd)};
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
+                                                const std::vector<Index>& bags, int threads, bool fitted_units) {
+  if (!model.spec.unit_effect) return std::vector<UnitEffectMoments>(bags.size());
+  return unit_effects_given(model, data, bags, field_totals(model, data, bags, threads), fitted_units);
+}
+
+Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                            bool fitted_units) {
+  Vector totals = field_totals(model, data, bags, threads);
+  const std::vector<UnitEffectMoments> units = unit_effects_given(model, data, bags, totals, fitted_units);
+  for (size_t k = 0; k < bags.size(); ++k)
+    totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
+  return totals;
+}
+
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
   if (bags.empty()) return NAN;
   Matrix X;
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
-  const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, bags, fitted_units);
+  // The density of a count must not condition on that count: every unit's effect comes from the
+  // prior here, training units' too.
+  const UnitEffectMoments prior{0.0, model.spec.unit_effect ? std::exp(2 * model.unit_effect.log_sd) : 0.0};
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   double nll = 0;
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index a = bags[k], n = data.bag_size(a);
-    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n),
-                              units[k]);
+    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n), prior);
     pos += n;
   }
   return nll / static_cast<double>(bags.size());

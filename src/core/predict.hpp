@@ -39,10 +39,12 @@ namespace vbagg {
 
 struct Dataset;
 
-// The unit effect of each listed bag (Model::unit_effect_of by Dataset::bag_id): q(u_a) for a
-// unit the model was fitted to (when fitted_units), the prior for any other.
+// The unit effect of each listed bag: for a unit the model was fitted to (by Dataset::bag_id, when
+// fitted_units) its conditional given its count and its expected total, the
+// prior N(0, sigma_u^2) for any other; (0, 0) without a unit effect.
 std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
-                                                const std::vector<Index>& bags, bool fitted_units = true);
+                                                const std::vector<Index>& bags, int threads,
+                                                bool fitted_units = true);
 
 // Predicted bag totals yhat_a = E[e^u] sum_i c_i p_i E[lambda_i] for the listed bags (the factor
 // of the unit effect u as bag_unit_effects gives it; 1 without one).
@@ -51,9 +53,9 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
 
 // Mean predictive NLL of the listed bags' observations: Poisson NLL of y given yhat (poisson),
 // Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential).
-// A unit effect enters as the mixture over u of the count model.
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
-                          bool fitted_units = true);
+// A unit effect enters as the mixture of the count model over its prior (also for training units:
+// the density of a count does not condition on it).
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
 
 }  // namespace vbagg
 

@@ -149,15 +149,11 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     for (size_t k = 0; k < lik_names.size(); ++k)
       out << YAML::Key << lik_names[k] << YAML::Value << m.likelihood_params[static_cast<Index>(k)];
     if (m.spec.unit_effect) {
-      // sigma_u, and q(u_a) of each training unit by id.
+      // sigma_u, and the training units, whose own effects predictions condition on their counts.
       out << YAML::Key << "unit_effect" << YAML::Value << YAML::BeginMap;
       out << YAML::Key << "log_sd" << YAML::Value << m.unit_effect.log_sd;
       out << YAML::Key << "units" << YAML::Value;
       emit_strings(out, m.unit_effect.units);
-      out << YAML::Key << "mean" << YAML::Value;
-      emit_vector(out, m.unit_effect.mean);
-      out << YAML::Key << "unit_log_sd" << YAML::Value;
-      emit_vector(out, m.unit_effect.log_sd_q);
       out << YAML::EndMap;
     }
     out << YAML::Key << "jitter" << YAML::Value << m.jitter;
@@ -323,8 +319,6 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     m.spec.unit_effect = true;
     m.unit_effect.log_sd = r.get<double>(ue, "log_sd", "model.unit_effect.");
     m.unit_effect.units = r.strings(ue, "units", "model.unit_effect.");
-    m.unit_effect.mean = r.vec(ue, "mean", "model.unit_effect.", m.unit_effect.size());
-    m.unit_effect.log_sd_q = r.vec(ue, "unit_log_sd", "model.unit_effect.", m.unit_effect.size());
   }
   m.jitter = r.get<double>(mn, "jitter", "model.");
   const YAML::Node in = r.at(mn, "inducing", "model.");

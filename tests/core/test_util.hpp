@@ -66,8 +66,9 @@ inline std::vector<SpecCase> all_specs() {
               l.linear_prior_sd = 0.7;
               out.push_back({name + "_linear", l});
             }
-            // A unit effect on every count likelihood, link and expectation (nystrom form).
-            if (lik->is_count() && cov == CovarianceMode::nystrom) {
+            // A unit effect on every count likelihood and link, with the second-order moments it
+            // needs (nystrom form).
+            if (lik->is_count() && cov == CovarianceMode::nystrom && (ex == Expectation::delta || link == Link::square)) {
               ModelSpec u = s;
               u.unit_effect = true;
               out.push_back({name + "_unit", u});
@@ -137,18 +138,7 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   for (Index i = 0; i < spec.linear_inputs; ++i) m.linear_mean[i] = 0.2 * normal(rng);
   m.likelihood_params = Vector::Constant(
       static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
-  // Unit effects for the bags "#0".."#7" of a dataset without ids (random_dataset's).
-  if (spec.unit_effect) {
-    const Index units = 8;
-    m.unit_effect.log_sd = -0.4;
-    for (Index a = 0; a < units; ++a) m.unit_effect.units.push_back("#" + std::to_string(a));
-    m.unit_effect.mean.resize(units);
-    m.unit_effect.log_sd_q.resize(units);
-    for (Index a = 0; a < units; ++a) {
-      m.unit_effect.mean[a] = 0.3 * normal(rng);
-      m.unit_effect.log_sd_q[a] = -0.8 + 0.2 * normal(rng);
-    }
-  }
+  m.unit_effect.log_sd = -0.4;
   m.jitter = 1e-6;
   return m;
 }

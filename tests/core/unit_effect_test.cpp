@@ -18,7 +18,7 @@ namespace {
 // likelihoods' Gauss-Hermite rule.
 template <class G>
 double normal_expectation(double c, double sd, G g) {
-  const int n = 24000;
+  const int n = 120;
   const double h = 24.0 / n;
   double sum = 0;
   for (int k = 0; k <= n; ++k) {
@@ -28,30 +28,51 @@ double normal_expectation(double c, double sd, G g) {
   return sum * h / std::sqrt(2 * M_PI);
 }
 
-// For one pixel log(rate) = log w + f + u is Normal(log w + m + nu, s^2 + omega^2): the Poisson
-// term has a closed form under both expectations, and the delta method's negative binomial term
-// is that Normal's expectation.
-TEST(UnitEffect, OnePixelTermsAreExact) {
-  const double m0 = 1.1, s2v = 0.3, wv = 2.5, y = 23, nu = 0.4, omega2 = 0.36;
+// log of the integral of e^{h(u)} over [lo, hi] by the trapezoid rule on n intervals, in log space.
+template <class H>
+double log_integral(H h, double lo, double hi, int n) {
+  const double step = (hi - lo) / n;
+  std::vector<double> v(static_cast<size_t>(n + 1));
+  double top = -INFINITY;
+  for (int k = 0; k <= n; ++k) top = std::max(top, v[static_cast<size_t>(k)] = h(lo + k * step));
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(v[static_cast<size_t>(k)] - top);
+  return top + std::log(sum * step);
+}
+
+double poisson_logp(double y, double log_mu) { return y * log_mu - std::exp(log_mu) - std::lgamma(y + 1); }
+double nb_logp(double y, double log_mu, double r) {
+  return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r) + y * log_mu -
+         (r + y) * std::log(r + std::exp(log_mu));
+}
+
+// For one pixel, log mu = log w + f with f ~ N(m, s^2) exactly, and the term is
+// E_f[log int p(y | e^{log mu + u}) N(u; 0, sigma^2) du]: here by the trapezoid rule in both
+// variables on fixed grids, independent of the term's adaptive Gauss-Hermite rules.
+TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
+  const double m0 = 1.1, s2v = 0.3, wv = 2.5, sigma = 0.6, r = 6.0;
   const Vector m = Vector::Constant(1, m0), s2 = Vector::Constant(1, s2v), w = Vector::Constant(1, wv);
-  const Matrix C = Matrix::Constant(1, 1, s2v), T = Matrix::Constant(1, 1, std::sqrt(s2v));
-  BagPosterior bag{m, s2, w, y, &T, nullptr};
-  bag.unit_mean = nu;
-  bag.unit_var = omega2;
-  for (Expectation ex : {Expectation::bound, Expectation::delta}) {
-    const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, ex);
-    const double expected =
-        y * (std::log(wv) + m0 + nu) - wv * std::exp(m0 + 0.5 * s2v + nu + 0.5 * omega2) - std::lgamma(y + 1);
-    EXPECT_NEAR(bag_term(spec, Vector(), bag, nullptr), expected, 1e-10) << to_string(ex);
-  }
-  const double r = 6.0;
-  const ModelSpec nb =
-      test::spec_of(LikelihoodKind::negative_binomial, Link::exp, CovarianceMode::nystrom, Expectation::delta);
-  const double expected = normal_expectation(std::log(wv) + m0 + nu, std::sqrt(s2v + omega2), [&](double log_mu) {
-    return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r) + y * log_mu -
-           (r + y) * std::log(r + std::exp(log_mu));
-  });
-  EXPECT_NEAR(bag_term(nb, Vector::Constant(1, std::log(r)), bag, nullptr), expected, 1e-8);
+  const Matrix T = Matrix::Constant(1, 1, std::sqrt(s2v));
+  for (double y : {0.0, 3.0, 23.0, 2500.0})
+    for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+      const auto logp = [&](double log_mu) {
+        return lik == LikelihoodKind::poisson ? poisson_logp(y, log_mu) : nb_logp(y, log_mu, r);
+      };
+      const double expected = normal_expectation(std::log(wv) + m0, std::sqrt(s2v), [&](double t) {
+        return log_integral(
+            [&](double u) {
+              return logp(t + u) - u * u / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI));
+            },
+            -12 * sigma - 5, 12 * sigma + std::log(y + 1) + 12, 8000);
+      });
+      BagPosterior bag{m, s2, w, y, &T, nullptr};
+      bag.has_unit_effect = true;
+      bag.unit_log_sd = std::log(sigma);
+      const ModelSpec spec = test::spec_of(lik, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+      const Vector params = Vector::Constant(lik == LikelihoodKind::poisson ? 0 : 1, std::log(r));
+      EXPECT_NEAR(bag_term(spec, params, bag, nullptr), expected, 1e-6 * (1 + std::abs(expected)))
+          << to_string(lik) << " y = " << y;
+    }
 }
 
 Model model_with_units(LikelihoodKind lik) {
@@ -59,11 +80,13 @@ Model model_with_units(LikelihoodKind lik) {
   spec.unit_effect = true;
   Model model = test::random_model(spec, make_kernel("rbf", "none", 2, 0), 5, 2, 11);
   model.mean = 1.0;
+  for (int a = 0; a < 8; ++a) model.unit_effect.units.push_back("#" + std::to_string(a));
   return model;
 }
 
-// A training unit's total carries E[e^u] of its q; any other unit the prior's e^{sigma^2 / 2};
-// the predictive draws have that mean and widen with the effect.
+// A training unit's total carries E[e^u] of its effect's conditional given its count (checked here
+// against that conditional on a grid); any other unit the prior's
+// e^{sigma^2 / 2}; the predictive draws have that mean and widen with the effect.
 TEST(UnitEffect, PredictionsIntegrateTheEffect) {
   const Dataset data = test::random_dataset(3, 20, 20, 2, LikelihoodKind::poisson, 12);
   const Model model = model_with_units(LikelihoodKind::poisson);
@@ -73,36 +96,51 @@ TEST(UnitEffect, PredictionsIntegrateTheEffect) {
   const Vector base = predicted_bag_totals(plain, data, bags, 1);
   const Vector fitted = predicted_bag_totals(model, data, bags, 1);
   const Vector fresh = predicted_bag_totals(model, data, bags, 1, false);
-  const UnitEffect& u = model.unit_effect;
-  const double prior_var = std::exp(2 * u.log_sd);
+  const std::vector<UnitEffectMoments> post = bag_unit_effects(model, data, bags, 1);
+  const double sigma = std::exp(model.unit_effect.log_sd);
   for (Index a = 0; a < 3; ++a) {
-    EXPECT_NEAR(fitted[a], base[a] * std::exp(u.mean[a] + 0.5 * std::exp(2 * u.log_sd_q[a])), 1e-10 * base[a]);
-    EXPECT_NEAR(fresh[a], base[a] * std::exp(0.5 * prior_var), 1e-10 * base[a]);
+    EXPECT_NEAR(fresh[a], base[a] * std::exp(0.5 * sigma * sigma), 1e-10 * base[a]);
+    EXPECT_NEAR(fitted[a], base[a] * std::exp(post[a].mean + 0.5 * post[a].var), 1e-10 * base[a]);
+    // The conditional p(u | y) on a grid: its mean and variance.
+    const double y = data.response[a], t = std::log(base[a]);
+    const auto logpost = [&](double u) { return poisson_logp(y, t + u) - u * u / (2 * sigma * sigma); };
+    const double z = log_integral(logpost, -10 * sigma, 10 * sigma, 20000);
+    const double mean = std::exp(log_integral([&](double u) { return logpost(u) + std::log(u + 20) - z; },
+                                              -10 * sigma, 10 * sigma, 20000)) - 20;
+    const double second = std::exp(log_integral([&](double u) { return logpost(u) + 2 * std::log(u + 20) - z; },
+                                                -10 * sigma, 10 * sigma, 20000));
+    const double var = second - (mean + 20) * (mean + 20);
+    EXPECT_NEAR(post[a].mean, mean, 1e-4 * std::sqrt(var)) << a;
+    EXPECT_NEAR(post[a].var, var, 1e-4 * var) << a;
+    // The predictive density of the count: the mixture over the prior of u.
+    const double log_mixture = log_integral(
+        [&](double u) { return poisson_logp(y, t + u) - u * u / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI)); },
+        -10 * sigma, 10 * sigma, 20000);
+    EXPECT_NEAR(bag_predictive_nll(model, data, {a}, 1), -log_mixture, 1e-8 * std::abs(log_mixture)) << a;
   }
   const Index n = data.bag_size(0);
   const Vector w = data.weights().head(n);
   const int S = 40000;
   const Vector plain_draws = bag_predictive_draws(plain, data.inputs.leftCols(n), w, S, 5);
-  const Vector draws = bag_predictive_draws(model, data.inputs.leftCols(n), w, S, 5, {0.0, prior_var});
+  const Vector draws = bag_predictive_draws(model, data.inputs.leftCols(n), w, S, 5, {0.0, sigma * sigma});
   const auto sd = [](const Vector& v) { return std::sqrt((v.array() - v.mean()).square().mean()); };
   EXPECT_NEAR(draws.mean(), fresh[0], 5 * sd(draws) / std::sqrt(double(S)));
   EXPECT_GT(sd(draws), 1.2 * sd(plain_draws));
 }
 
-// fit() gives every training unit a q, keeps those it has, and the ELBO refuses a unit without.
-TEST(UnitEffect, TrainingUnitsAreAttachedByIdAndOthersRefused) {
+// fit() records its training units; the effect needs a count likelihood and second-order moments.
+TEST(UnitEffect, TrainingUnitsAreRecordedAndOtherModelsRefused) {
   const Dataset data = test::random_dataset(4, 3, 6, 2, LikelihoodKind::poisson, 13);
   Model model = model_with_units(LikelihoodKind::poisson);
-  const double kept = model.unit_effect.mean[2];
   attach_unit_effects(model, data, {2, 3});
-  ASSERT_EQ(model.unit_effect.units, (std::vector<std::string>{"#2", "#3"}));
-  EXPECT_EQ(model.unit_effect.mean[0], kept);
-  EXPECT_EQ(model.num_params(), model.pack().size());
-  EXPECT_NO_THROW(elbo(model, data, {2, 3}, 1.0, nullptr));
-  EXPECT_THROW(elbo(model, data, {0, 2}, 1.0, nullptr), DataError);
+  EXPECT_EQ(model.unit_effect.units, (std::vector<std::string>{"#2", "#3"}));
+  EXPECT_EQ(model.param_names().back(), "unit_effect.log_sd");
   ModelSpec normal = test::spec_of(LikelihoodKind::normal, Link::identity, CovarianceMode::nystrom);
   normal.unit_effect = true;
   EXPECT_THROW(normal.validate(), ConfigError);
+  ModelSpec bound = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::bound);
+  bound.unit_effect = true;
+  EXPECT_THROW(bound.validate(), ConfigError);
 }
 
 // Bags whose counts carry a lognormal factor of sd 0.7 around a smooth rate: the fit learns a
@@ -161,7 +199,7 @@ TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
     for (Index a : test) {
       const Index b = data.bag_begin(a), n = data.bag_size(a);
       Vector d = bag_predictive_draws(model, data.inputs.middleCols(b, n), data.weights().segment(b, n), 2000,
-                                      7 + static_cast<unsigned long long>(a), bag_unit_effects(model, data, {a})[0]);
+                                      7 + static_cast<unsigned long long>(a), bag_unit_effects(model, data, {a}, 1)[0]);
       std::sort(d.data(), d.data() + d.size());
       inside += y[a] >= d[100] && y[a] <= d[1899];
     }

@@ -2,15 +2,8 @@
 
 #include <cmath>
 
-#include "core/gauss_hermite.hpp"
-#include "core/log_sum_exp.hpp"
 
 namespace vbagg {
-
-namespace {
-// Nodes of the quadrature over a unit effect in the predictive NLL.
-const int kUnitEffectNodes = 48;
-}  // namespace
 
 double initial_rate(const Dataset& train) {
   const double rate = train.response.sum() / train.bag_weights().sum();
@@ -30,16 +23,17 @@ double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const 
   const LinkFunction& link = link_of(spec.link);
   CountMoments mo;
   link.count_moments(spec, bag, mo);
-  mo.shift = bag.unit_mean;
-  mo.log_var = bag.unit_var;
   CountMomentsGradient d;
   Vector g_params;
-  const double value = score(bag.y, mo, params, grad ? &d : nullptr, grad ? &g_params : nullptr);
+  double g_log_sd = 0;
+  const double value = bag.has_unit_effect
+                           ? unit_effect_score(*this, bag.y, mo, params, bag.unit_log_sd, grad ? &d : nullptr,
+                                               grad ? &g_params : nullptr, grad ? &g_log_sd : nullptr)
+                           : score(bag.y, mo, params, grad ? &d : nullptr, grad ? &g_params : nullptr);
   if (grad) {
     link.count_moments_backward(spec, bag, mo, d, *grad);
     grad->g_params = std::move(g_params);
-    grad->g_unit_mean = d.shift;
-    grad->g_unit_var = d.log_var;
+    grad->g_unit_log_sd = g_log_sd;
   }
   return value;
 }
@@ -56,15 +50,8 @@ double CountLikelihood::predictive_nll(const Model& model, double y, const Vecto
                                        const Vector& v, const UnitEffectMoments& unit) const {
   const double total = link_of(model.spec.link).expected_total(w, m, v);
   if (!(unit.var > 0)) return count_nll(y, std::exp(unit.mean) * total, model.likelihood_params);
-  // A unit effect makes the count a mixture over u ~ N(unit.mean, unit.var): -log E_u p(y | e^u
-  // total), by Gauss-Hermite quadrature in log space (the mixture is much wider than p alone).
-  const NormalQuadrature& q = normal_quadrature(kUnitEffectNodes);
-  const double sd = std::sqrt(unit.var);
-  Vector logp(q.nodes.size());
-  for (Index k = 0; k < q.nodes.size(); ++k)
-    logp[k] = -count_nll(y, total * std::exp(unit.mean + sd * q.nodes[k]), model.likelihood_params) +
-              std::log(q.weights[k]);
-  return -log_sum_exp(logp, q.weights, nullptr);
+  // A unit effect makes the count a mixture over u, much wider than the count model alone.
+  return -unit_effect_log_pmf(*this, y, total, model.likelihood_params, unit);
 }
 
 double CountLikelihood::draw(const Model& model, double eta, const Vector&, std::mt19937_64& rng) const {

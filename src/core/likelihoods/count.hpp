@@ -32,10 +32,35 @@ class CountLikelihood : public BagLikelihood {
   virtual double count_nll(double y, double mean, const Vector& params) const = 0;
   virtual double count_draw(double mean, const Vector& params, std::mt19937_64& rng) const = 0;
 
+
+  // log p(y | mean = e^s) = log_pmf_constant(y) + log_pmf_kernel(y, s): the part that depends on
+  // s with its first two derivatives in s, and the rest; each with d/d params into dparams when
+  // non-null (sized by the callee). For the unit effect's integral over the log rate.
+  virtual double log_pmf_kernel(double y, double s, const Vector& params, double* d1, double* d2,
+                                Vector* dparams) const = 0;
+  virtual double log_pmf_constant(double y, const Vector& params, Vector* dparams) const = 0;
+
  protected:
   // The likelihood's parameters at the start, given the training bags and their overall rate.
   virtual Vector initial_params(const Dataset&, double) const { return Vector(); }
 };
+
+// The unit effect u ~ N(0, sigma^2) integrated out of a count likelihood (MODEL.md 4g, unit_effect.cpp):
+// l_a = E_q[log int p(y | e^u mu_a) N(u; 0, sigma^2) du], with log mu_a taken as Normal with the
+// delta method's moments (mean log E[mu] - rho/2, variance rho). Derivatives as in score, and
+// d l_a / d log sigma into *g_log_sd.
+double unit_effect_score(const CountLikelihood& lik, double y, const CountMoments& mo, const Vector& params,
+                         double log_sd, CountMomentsGradient* d, Vector* g_params, double* g_log_sd);
+
+// log of the mixture int p(y | e^u total) N(u; unit.mean, unit.var) du (unit.var > 0): the
+// predictive probability of a count given its expected total without the effect.
+double unit_effect_log_pmf(const CountLikelihood& lik, double y, double total, const Vector& params,
+                           const UnitEffectMoments& unit);
+
+// Mean and variance of a unit's effect given its count y and its expected total without the
+// effect (the adaptive Gauss-Hermite rule of unit_effect_score).
+UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, double total, const Vector& params,
+                                        double log_sd);
 
 // One Poisson draw. A non-finite mean (a broken model) is a NumericalError rather than the
 // endless loop of std::poisson_distribution; beyond 10^12 the normal approximation is exact to

@@ -7,8 +7,6 @@
 // MODEL.md 4f is not used: for mu >> r it rewards variance without limit (log(r + mu) is convex
 // in log mu), and a fit drives the ELBO to +infinity. Under the bound (rho = 0) the quadrature
 // collapses to log(r + E mu), and -log(r + E mu) <= E[-log(r + mu)] keeps the term a lower bound.
-// A unit effect u ~ N(shift, log_var) (MODEL.md 4g) adds to log mu as an independent Normal: the
-// quadrature's mean gains shift and its variance log_var, exactly.
 #include <boost/math/special_functions/digamma.hpp>
 #include <cmath>
 
@@ -37,8 +35,8 @@ class NegativeBinomial final : public CountLikelihood {
   double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,
                Vector* g) const override {
     const double log_r = params[0], r = std::exp(log_r);
-    const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho + mo.log_var);
-    const double a = std::log(mo.mean) - 0.5 * rho + mo.shift;
+    const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho);
+    const double a = std::log(mo.mean) - 0.5 * rho;
     // D = E[log(r + mu)] - log r = E[softplus(log mu - log r)], with its derivatives in a, rho.
     const NormalQuadrature& q = normal_quadrature(kNodes);
     double D = 0, S = 0, S2 = 0;  // E softplus, E sigma, E sigma (1 - sigma)
@@ -51,14 +49,12 @@ class NegativeBinomial final : public CountLikelihood {
     }
     // r log r - (r + y) E log(r + mu) = -y log r - (r + y) D.
     const double value = std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) - y * log_r - (r + y) * D +
-                         (y != 0 ? y * mo.rate_elog() : 0.0);
+                         (y != 0 ? y * mo.elog : 0.0);
     if (d) {
-      const double d_a = -(r + y) * S, d_var = -(r + y) * 0.5 * S2;  // d/d b^2 by Stein's lemma
+      const double d_a = -(r + y) * S, d_rho_direct = -(r + y) * 0.5 * S2;  // d/d rho by Stein's lemma
       d->elog = y;
       d->mean = mo.mean > 0 ? d_a / mo.mean : -(r + y) / r;
-      d->rho = -0.5 * d_a + d_var;
-      d->shift = d_a + y;
-      d->log_var = d_var;
+      d->rho = -0.5 * d_a + d_rho_direct;
     }
     if (g) {
       // dD/dr = -E[sigma] / r.
@@ -71,6 +67,22 @@ class NegativeBinomial final : public CountLikelihood {
     const double r = std::exp(params[0]);
     return -(std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) - r * std::log1p(mean / r) +
              (y != 0 ? y * (std::log(mean) - std::log(r + mean)) : 0.0));
+  }
+  // log p(y | e^s) = [lgamma(y + r) - lgamma(r) - lgamma(y + 1) + r log r] + [y s - (r + y) log(r + e^s)].
+  double log_pmf_kernel(double y, double s, const Vector& params, double* d1, double* d2,
+                        Vector* dparams) const override {
+    const double log_r = params[0], r = std::exp(log_r);
+    const double x = s - log_r, sg = logistic(x), log_r_mu = log_r + softplus(x);  // log(r + e^s)
+    *d1 = y - (r + y) * sg;
+    *d2 = -(r + y) * sg * (1 - sg);
+    // d/d log r = r (-log(r + mu) - (r + y) / (r + mu)), with (r + y) / (r + mu) = (r + y) (1 - sg) / r.
+    if (dparams) *dparams = Vector::Constant(1, -r * log_r_mu - (r + y) * (1 - sg));
+    return y * s - (r + y) * log_r_mu;
+  }
+  double log_pmf_constant(double y, const Vector& params, Vector* dparams) const override {
+    const double log_r = params[0], r = std::exp(log_r);
+    if (dparams) *dparams = Vector::Constant(1, r * (digamma(y + r) - digamma(r) + log_r + 1));
+    return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * log_r;
   }
   // Gamma-Poisson mixture.
   double count_draw(double mean, const Vector& params, std::mt19937_64& rng) const override {
