@@ -3,8 +3,8 @@
 # recovery and coverage of the true intensity, coverage of held-out unit counts, held-out bag NLL
 # and log-MSE, and fit time, for each model variant.
 #   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
-# A VARIANT is name=--set k=v,k=v (default: the bound, the delta method, and the negative
-# binomial with the delta method, all Poisson-family with the exp link).
+# A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
+# Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,9 +22,11 @@ while [ $# -gt 0 ]; do
 done
 variants=("$@")
 [ ${#variants[@]} -eq 0 ] && variants=(
-  "poisson-bound=model.likelihood=poisson,model.expectation=bound"
-  "poisson-delta=model.likelihood=poisson,model.expectation=delta"
-  "nb-delta=model.likelihood=negative_binomial,model.expectation=delta")
+  "defaults="
+  "nb-unit=model.unit_effect=true"
+  "poisson-unit=model.likelihood=poisson,model.unit_effect=true"
+  "poisson=model.likelihood=poisson"
+  "nb-matern32=model.kernel.space=matern32")
 
 # Mean of a JSON list's entries, or a chosen entry.
 list() { grep -o "\"$2\": \[[^]]*" "$1" | head -1 | sed 's/.*\[//'; }
@@ -32,7 +34,7 @@ mean_of() { awk -F', ' '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.3f
 nth() { awk -F', ' -v k="$1" '{ printf "%.2f", $k }'; }
 num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
 
-echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | held-out bag NLL | held-out log-MSE | fit s |"
+echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
@@ -53,10 +55,11 @@ for noise in $noises; do
       pixel=$(grep -o '"pixel": {.*' "$j")
       pj="$out/pixel.json"
       echo "$pixel" >"$pj"
-      printf "| %s | %s | %s | %.4f | %.3g | %s | %s | %s / %s | %.4g | %.3g | %s |\n" "$noise" "$seed" "$name" \
+      base=$(grep -o '"baseline_constant": {"bag_nll_mean": [^,]*' "$j" | sed 's/.*: //')
+      printf "| %s | %s | %s | %.4f | %.3g | %s | %s | %s / %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
         "$(num "$pj" correlation)" "$(num "$pj" mse)" "$(list "$pj" coverage_error | mean_of)" \
         "$(list "$pj" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
-        "$(num "$j" bag_nll_mean)" "$(num "$j" bag_log_mse)" "$secs"
+        "$(num "$j" bag_nll_mean)" "$base" "$(num "$j" bag_log_mse)" "$secs"
     done
   done
 done

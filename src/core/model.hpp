@@ -67,7 +67,8 @@ struct ModelSpec {
   void validate() const;
 };
 
-// The unit effect u_a ~ N(0, sigma_u^2) on the log rate of every unit (MODEL.md 4g): integrated
+// The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
+// mean makes E[e^u] = 1, so the maps are expected rates): integrated
 // out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
 // log sigma_u. `units` names the training units (Dataset::bag_id): their own effect given their
 // count is known and predicted; any other unit's comes from the prior.
@@ -79,7 +80,7 @@ struct UnitEffect {
 };
 
 // Mean and variance of a unit's effect u: its conditional given its count for a training unit,
-// the prior N(0, sigma_u^2) for any other, (0, 0) without a unit effect.
+// the prior N(-sigma_u^2/2, sigma_u^2) for any other, (0, 0) without a unit effect.
 struct UnitEffectMoments {
   double mean = 0, var = 0;
 };

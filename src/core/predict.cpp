@@ -115,6 +115,12 @@ Vector field_totals(const Model& model, const Dataset& data, const std::vector<I
   return totals;
 }
 
+UnitEffectMoments unit_effect_prior(const Model& model) {
+  if (!model.spec.unit_effect) return {};
+  const double var = std::exp(2 * model.unit_effect.log_sd);
+  return {-0.5 * var, var};
+}
+
 std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Dataset& data,
                                                   const std::vector<Index>& bags, const Vector& totals,
                                                   bool fitted_units) {
@@ -129,7 +135,7 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
     out[k] = trained.count(data.bag_id(a))
                  ? unit_effect_posterior(lik, data.response[a], totals[static_cast<Index>(k)], model.likelihood_params,
                                          log_sd)
-                 : UnitEffectMoments{0.0, std::exp(2 * log_sd)};
+                 : unit_effect_prior(model);
   }
   return out;
 }
@@ -158,7 +164,7 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
   bag_latents(model, data, bags, threads, X, w, m, v);
   // The density of a count must not condition on that count: every unit's effect comes from the
   // prior here, training units' too.
-  const UnitEffectMoments prior{0.0, model.spec.unit_effect ? std::exp(2 * model.unit_effect.log_sd) : 0.0};
+  const UnitEffectMoments prior = unit_effect_prior(model);
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   double nll = 0;
   Index pos = 0;

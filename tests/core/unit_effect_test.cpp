@@ -47,7 +47,7 @@ double nb_logp(double y, double log_mu, double r) {
 }
 
 // For one pixel, log mu = log w + f with f ~ N(m, s^2) exactly, and the term is
-// E_f[log int p(y | e^{log mu + u}) N(u; 0, sigma^2) du]: here by the trapezoid rule in both
+// E_f[log int p(y | e^{log mu + u}) N(u; -sigma^2/2, sigma^2) du]: here by the trapezoid rule in both
 // variables on fixed grids, independent of the term's adaptive Gauss-Hermite rules.
 TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
   const double m0 = 1.1, s2v = 0.3, wv = 2.5, sigma = 0.6, r = 6.0;
@@ -61,7 +61,8 @@ TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
       const double expected = normal_expectation(std::log(wv) + m0, std::sqrt(s2v), [&](double t) {
         return log_integral(
             [&](double u) {
-              return logp(t + u) - u * u / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI));
+              const double c = u + 0.5 * sigma * sigma;  // u ~ N(-sigma^2/2, sigma^2)
+              return logp(t + u) - c * c / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI));
             },
             -12 * sigma - 5, 12 * sigma + std::log(y + 1) + 12, 8000);
       });
@@ -85,8 +86,8 @@ Model model_with_units(LikelihoodKind lik) {
 }
 
 // A training unit's total carries E[e^u] of its effect's conditional given its count (checked here
-// against that conditional on a grid); any other unit the prior's
-// e^{sigma^2 / 2}; the predictive draws have that mean and widen with the effect.
+// against that conditional on a grid); any other unit the prior's E[e^u] = 1; the predictive
+// draws have that mean and widen with the effect.
 TEST(UnitEffect, PredictionsIntegrateTheEffect) {
   const Dataset data = test::random_dataset(3, 20, 20, 2, LikelihoodKind::poisson, 12);
   const Model model = model_with_units(LikelihoodKind::poisson);
@@ -99,11 +100,15 @@ TEST(UnitEffect, PredictionsIntegrateTheEffect) {
   const std::vector<UnitEffectMoments> post = bag_unit_effects(model, data, bags, 1);
   const double sigma = std::exp(model.unit_effect.log_sd);
   for (Index a = 0; a < 3; ++a) {
-    EXPECT_NEAR(fresh[a], base[a] * std::exp(0.5 * sigma * sigma), 1e-10 * base[a]);
+    EXPECT_NEAR(fresh[a], base[a], 1e-10 * base[a]);
     EXPECT_NEAR(fitted[a], base[a] * std::exp(post[a].mean + 0.5 * post[a].var), 1e-10 * base[a]);
     // The conditional p(u | y) on a grid: its mean and variance.
     const double y = data.response[a], t = std::log(base[a]);
-    const auto logpost = [&](double u) { return poisson_logp(y, t + u) - u * u / (2 * sigma * sigma); };
+    const auto logprior = [&](double u) {
+      const double c = u + 0.5 * sigma * sigma;
+      return -c * c / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI));
+    };
+    const auto logpost = [&](double u) { return poisson_logp(y, t + u) + logprior(u); };
     const double z = log_integral(logpost, -10 * sigma, 10 * sigma, 20000);
     const double mean = std::exp(log_integral([&](double u) { return logpost(u) + std::log(u + 20) - z; },
                                               -10 * sigma, 10 * sigma, 20000)) - 20;
@@ -113,16 +118,15 @@ TEST(UnitEffect, PredictionsIntegrateTheEffect) {
     EXPECT_NEAR(post[a].mean, mean, 1e-4 * std::sqrt(var)) << a;
     EXPECT_NEAR(post[a].var, var, 1e-4 * var) << a;
     // The predictive density of the count: the mixture over the prior of u.
-    const double log_mixture = log_integral(
-        [&](double u) { return poisson_logp(y, t + u) - u * u / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI)); },
-        -10 * sigma, 10 * sigma, 20000);
+    const double log_mixture = log_integral(logpost, -10 * sigma, 10 * sigma, 20000);
     EXPECT_NEAR(bag_predictive_nll(model, data, {a}, 1), -log_mixture, 1e-8 * std::abs(log_mixture)) << a;
   }
   const Index n = data.bag_size(0);
   const Vector w = data.weights().head(n);
   const int S = 40000;
   const Vector plain_draws = bag_predictive_draws(plain, data.inputs.leftCols(n), w, S, 5);
-  const Vector draws = bag_predictive_draws(model, data.inputs.leftCols(n), w, S, 5, {0.0, sigma * sigma});
+  const Vector draws =
+      bag_predictive_draws(model, data.inputs.leftCols(n), w, S, 5, {-0.5 * sigma * sigma, sigma * sigma});
   const auto sd = [](const Vector& v) { return std::sqrt((v.array() - v.mean()).square().mean()); };
   EXPECT_NEAR(draws.mean(), fresh[0], 5 * sd(draws) / std::sqrt(double(S)));
   EXPECT_GT(sd(draws), 1.2 * sd(plain_draws));

@@ -45,8 +45,9 @@ class CountLikelihood : public BagLikelihood {
   virtual Vector initial_params(const Dataset&, double) const { return Vector(); }
 };
 
-// The unit effect u ~ N(0, sigma^2) integrated out of a count likelihood (MODEL.md 4g, unit_effect.cpp):
-// l_a = E_q[log int p(y | e^u mu_a) N(u; 0, sigma^2) du], with log mu_a taken as Normal with the
+// The unit effect u ~ N(-sigma^2/2, sigma^2) (E[e^u] = 1) integrated out of a count likelihood
+// (MODEL.md 4g, unit_effect.cpp): l_a = E_q[log int p(y | e^u mu_a) N(u; -sigma^2/2, sigma^2) du],
+// with log mu_a taken as Normal with the
 // delta method's moments (mean log E[mu] - rho/2, variance rho). Derivatives as in score, and
 // d l_a / d log sigma into *g_log_sd.
 double unit_effect_score(const CountLikelihood& lik, double y, const CountMoments& mo, const Vector& params,

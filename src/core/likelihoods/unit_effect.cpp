@@ -1,6 +1,10 @@
-// The unit effect u_a ~ N(0, sigma^2) on the log rate (MODEL.md 4g), integrated out of a count
-// likelihood: each bag's observation model becomes the mixture g(t) = log int p(y | e^{t+u})
-// N(u; 0, sigma^2) du over its log rate t, and the bag term is E_q[g(log mu_a)].
+// The unit effect u_a ~ N(-sigma^2/2, sigma^2) on the log rate (MODEL.md 4g), integrated out of a
+// count likelihood: each bag's observation model becomes the mixture g(t) = log int p(y | e^{t+u})
+// N(u; -sigma^2/2, sigma^2) du over its log rate t, and the bag term is E_q[g(log mu_a)].
+//
+// The effect's mean is -sigma^2/2 so that E[e^u] = 1: the map's intensity is then the expected
+// rate of a unit, and expected cases summed over a unit's pixels are its expected count (with a
+// zero mean every map would be e^{sigma^2/2} too low for that, 28 % at sigma = 0.7).
 //
 // Why integrated rather than a variational q(u_a) per unit: a mean-field q(v) q(u) cannot hold the
 // strong posterior correlation between the field and a unit's effect when counts are large (the
@@ -108,7 +112,9 @@ double unit_effect_score(const CountLikelihood& lik, double y, const CountMoment
     return y == 0 ? 0.0 : -std::numeric_limits<double>::infinity();
   }
   const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho);
-  const double a = std::log(mo.mean) - 0.5 * rho;
+  // The effect's mean -sigma^2/2 moves the log rate; the rule below integrates u - its mean.
+  const double half_var = 0.5 * std::exp(2 * log_sd);
+  const double a = std::log(mo.mean) - 0.5 * rho - half_var;
   const NormalQuadrature& q = normal_quadrature(b > 0 ? kOuterNodes : 1);
   double value = 0, d_a = 0, d_b2 = 0, d_sd = 0;
   Vector dp = Vector::Zero(params.size());
@@ -128,7 +134,7 @@ double unit_effect_score(const CountLikelihood& lik, double y, const CountMoment
     d->rho = -0.5 * d_a + d_b2;
   }
   if (g_params) *g_params = dconst + dp;
-  if (g_log_sd) *g_log_sd = d_sd;
+  if (g_log_sd) *g_log_sd = d_sd - 2 * half_var * d_a;  // a depends on log sigma through -sigma^2/2
   return constant + value;
 }
 
@@ -141,9 +147,10 @@ double unit_effect_log_pmf(const CountLikelihood& lik, double y, double total, c
 
 UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, double total, const Vector& params,
                                         double log_sd) {
-  if (!(total > 0)) return {0.0, std::exp(2 * log_sd)};
-  const MixtureAtRate m = mixture_at(lik, y, std::log(total), params, log_sd, 0.0, false);
-  return {m.u_mean, m.u_var};
+  const double var = std::exp(2 * log_sd);
+  if (!(total > 0)) return {-0.5 * var, var};
+  const MixtureAtRate m = mixture_at(lik, y, std::log(total) - 0.5 * var, params, log_sd, 0.0, false);
+  return {m.u_mean - 0.5 * var, m.u_var};
 }
 
 }  // namespace vbagg
