@@ -11,8 +11,11 @@ out=out/example
 "$bin/vbagg-predict" --model "$out/model.yaml" --out "$out/maps"
 "$bin/vbagg-eval" --model "$out/model.yaml" --split holdout --truth data/example/truth_intensity.tif \
   --json "$out/metrics.json" --report "$out/report.html"
+# Every unit held out once: five refits on spatial blocks of units, coverage pooled over them.
+"$bin/vbagg-eval" --model "$out/model.yaml" --cv 5 --truth data/example/truth_intensity.tif \
+  --json "$out/cv.json" --report "$out/report_cv.html"
 echo
 echo "maps (open in QGIS):  $out/maps/*.tif"
 echo "per-unit totals:      $out/maps/units.csv"
-echo "metrics:              $out/metrics.json"
-echo "report:               $out/report.html"
+echo "metrics:              $out/metrics.json (holdout), $out/cv.json (5-fold spatial cross-validation)"
+echo "report:               $out/report.html, $out/report_cv.html"

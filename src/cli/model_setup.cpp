@@ -39,11 +39,23 @@ ModelSpec model_spec(const Config& c) {
   s.map_estimate = c.text("model.kind") == "nystrom";
   s.prior_precision = c.real("model.prior_precision");
   s.linear_prior_sd = c.real("model.linear_prior_sd");
-  s.unit_effect = c.boolean("model.unit_effect") && !(s.map_estimate || c.text("model.kind") == "constant");
+  const std::string unit_effect = c.text("model.unit_effect");
+  if (unit_effect == "auto") {
+    s.unit_effect = true;
+    try {
+      s.validate();
+    } catch (const ConfigError&) {
+      s.unit_effect = false;  // not defined for this model: auto leaves it off
+    }
+  } else {
+    s.unit_effect = unit_effect == "true";
+  }
+  if (c.text("model.kind") == "constant") s.unit_effect = false;
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ") : std::string("model.likelihood / model.link: ")) +
+    throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ")
+                                      : std::string("model.likelihood / model.link / model.unit_effect: ")) +
                       e.what());
   }
   if (c.text("model.kind") == "constant" && !likelihood_of(s.likelihood).is_count())

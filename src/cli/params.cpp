@@ -145,15 +145,17 @@ std::vector<Param> make_params() {
        "Linear mean: prior sd of each coefficient beta (per sd of its covariate, on the log-rate scale for the exp "
        "link)."},
       {"model.unit_effect",
-       T::boolean,
-       "false",
-       {},
+       T::choice,
+       "auto",
+       {"auto", "true", "false"},
        -kInf,
        kInf,
-       "Count likelihoods: a random effect u ~ N(0, sigma^2) on the log rate of every unit, with sigma learned (the "
-       "iid polygon effect of R disaggregation). It absorbs unit-level overdispersion that would otherwise bend the "
-       "map. The maps show the smooth field without it; unit totals and intervals include it (a training unit's "
-       "fitted effect, the prior spread for any other unit)."},
+       "A random effect u on the log rate of every unit, u ~ N(-sigma^2/2, sigma^2) so that E[e^u] = 1, with sigma "
+       "learned (the iid polygon effect of R disaggregation), integrated out of each unit's likelihood. It absorbs "
+       "unit-level variation (reporting, local outbreaks) that would otherwise bend the map. The maps show the "
+       "expected rate without it; unit totals and intervals include it (for a training unit its effect given its "
+       "count, for any other unit the prior spread). Defined for the count likelihoods of model.kind vbagg and "
+       "bag_pixel, with model.expectation delta under the exp link; auto turns it on wherever it is defined."},
       {"model.covariance",
        T::choice,
        "nystrom",

@@ -223,7 +223,7 @@ TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   const std::string model = read_file(d() + "/unit/model.yaml");
   EXPECT_NE(model.find("unit_effect:"), std::string::npos);
   r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
-          "/plain --set model.likelihood=poisson -q --threads 2");
+          "/plain --set model.likelihood=poisson --set model.unit_effect=false -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* fit : {"unit", "plain"}) {
     r = run(bin("vbagg-predict") + " --model " + d() + "/" + fit + "/model.yaml --out " + d() + "/" + fit + "/maps -q");
