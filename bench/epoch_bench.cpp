@@ -1,6 +1,6 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
-//   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta]
-//               [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
+//   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
+//               [--samples 8] [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
 //               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
 // Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
 // times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
@@ -61,7 +61,7 @@ double epoch_flops(const Dataset& data, Index M, const std::string& link, const 
 
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
-  int threads = 2, repeat = 2, adam = 1;
+  int threads = 2, repeat = 2, adam = 1, samples = ModelSpec{}.samples;
   Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom", expectation = "bound", likelihood = "poisson";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
       expectation = v;
     else if (k == "--likelihood")
       likelihood = v;
+    else if (k == "--samples")
+      samples = std::stoi(v);
     else if (k == "--block")
       block = std::stol(v);
     else if (k == "--adam")
@@ -95,6 +97,7 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
   model.spec.expectation = parse_expectation(expectation);
+  model.spec.samples = samples;
   model.spec.likelihood = parse_likelihood(likelihood);
   if (model.spec.likelihood == LikelihoodKind::negative_binomial)
     model.likelihood_params = Vector::Constant(1, std::log(100.0));

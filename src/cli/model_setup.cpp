@@ -39,6 +39,7 @@ ModelSpec model_spec(const Config& c) {
   s.map_estimate = c.text("model.kind") == "nystrom";
   s.prior_precision = c.real("model.prior_precision");
   s.linear_prior_sd = c.real("model.linear_prior_sd");
+  s.samples = static_cast<int>(c.integer("model.samples"));
   const std::string unit_effect = c.text("model.unit_effect");
   if (unit_effect == "auto") {
     s.unit_effect = true;
@@ -80,6 +81,8 @@ int thread_count(const Config& c, int cli_threads) {
 Optimizer choose_optimizer(const Config& c, Index training_pixels) {
   const std::string name = c.text("train.optimizer");
   if (name != "auto") return parse_optimizer(name);
+  // A sampled expectation needs fresh draws every step and plain gradient steps.
+  if (c.text("model.expectation") == "sample") return Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 

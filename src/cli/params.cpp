@@ -123,10 +123,19 @@ std::vector<Param> make_params() {
        expectation_names(),
        -kInf,
        kInf,
-       "Expected log likelihood of a count bag under the exp link: bound (the Jensen lower bound of the paper; "
-       "drops the posterior variance inside the log, so intervals come out narrow) or delta (second-order delta "
-       "method, keeps that variance; reads the within-bag covariance per model.covariance). The square link always "
-       "uses its second-order expansion."},
+       "Expected log likelihood of a bag: bound (the Jensen lower bound of the paper; drops the posterior variance "
+       "inside the log, so intervals come out narrow), delta (second-order delta method, keeps that variance; reads "
+       "the within-bag covariance per model.covariance), or sample (an unbiased average over model.samples fresh "
+       "draws of the latent field every optimiser step, for any likelihood and link; needs train.optimizer adam, "
+       "which auto picks for it). The square link always uses its second-order expansion unless "
+       "sample."},
+      {"model.samples",
+       T::integer,
+       "8",
+       {},
+       1,
+       100000,
+       "model.expectation sample: draws of the latent field per bag and optimiser step."},
       {"model.mean_function",
        T::choice,
        "linear",

@@ -5,6 +5,14 @@
 
 namespace vbagg {
 
+// Which draws of f the sampled expectation (MODEL.md 4e ii) uses: standard normals that are a pure
+// function of (seed, step, bag, index) (counter_rng.hpp), so results depend on neither threads nor
+// batch order, and every optimiser step sees fresh draws.
+struct DrawKey {
+  unsigned long long seed = 0, step = 0, bag = 0;
+  int samples = 0;
+};
+
 // m and s2 are always set. T (M x N_a, T = L_v^T L_W^{-1} K_Wa) is set for terms in nystrom mode,
 // C (N_a x N_a, the exact within-bag covariance of f) in exact mode.
 struct BagPosterior {
@@ -18,6 +26,7 @@ struct BagPosterior {
   // the count's likelihood exactly (count likelihoods only).
   bool has_unit_effect = false;
   double unit_log_sd = 0;
+  DrawKey draws;  // with the sampled expectation
 };
 
 // Derivatives of l_a. gT and gC are only written when T and C were given; g_params has one entry

@@ -141,6 +141,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   // which come first in Model::pack.
   const bool natural = o.optimizer == Optimizer::natgrad;
   obj.q_moments_gradient = natural;
+  obj.draw_seed = o.seed;
   const Index q_params =
       natural ? param_slice(model, ParamBlockId::q_mean).size + param_slice(model, ParamBlockId::q_chol).size : 0;
   double step_size = o.natgrad_step;
@@ -168,6 +169,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       for (int tries = 0;; ++tries) {
         bool ok = true;
         try {
+          obj.draw_step = static_cast<unsigned long long>(step);  // fresh draws every step (and retry)
           v = elbo(model, data, bags, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
           ok = finite(v, g);
         } catch (const NumericalError&) {
@@ -333,6 +335,11 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.first_stage_epochs < 1) throw ConfigError("train.first_stage_epochs must be at least 1");
   if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
   HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
+  if (options.optimizer != Optimizer::adam && model.spec.expectation == Expectation::sample)
+    throw ConfigError(
+        "model.expectation sample needs train.optimizer adam: L-BFGS needs a deterministic objective (draws fixed "
+        "for a whole run let q fit them), and natural-gradient steps from sampled gradients of q's covariance "
+        "diverge once q is concentrated");
   if (options.optimizer == Optimizer::natgrad) {
     if (model.spec.map_estimate)
       throw ConfigError(

@@ -25,10 +25,15 @@ const BagLikelihood& likelihood_of(LikelihoodKind kind) {
   return *likelihood_registry().at(static_cast<size_t>(kind));
 }
 
-BagNeeds bag_needs(const ModelSpec& spec) { return likelihood_of(spec.likelihood).needs(spec); }
+// Sampling reads the nystrom form of q (MODEL.md 4e ii), whatever the likelihood.
+BagNeeds bag_needs(const ModelSpec& spec) {
+  return spec.expectation == Expectation::sample ? BagNeeds::nystrom : likelihood_of(spec.likelihood).needs(spec);
+}
 
 double bag_term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) {
-  return likelihood_of(spec.likelihood).term(spec, params, bag, grad);
+  const BagLikelihood& lik = likelihood_of(spec.likelihood);
+  if (spec.expectation == Expectation::sample) return sampled_bag_term(spec, lik, params, bag, grad);
+  return lik.term(spec, params, bag, grad);
 }
 
 }  // namespace vbagg

@@ -51,6 +51,17 @@ class BagLikelihood {
   // its pixels (weights w as stored in the data) and its unit effect (count likelihoods).
   virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
                                 const Vector& v, const UnitEffectMoments& unit) const = 0;
+  // log p(y | eta) of the bag's observation given its aggregate eta = sum_i w_i Psi(f_i) (aggregate
+  // weights w), with d/d eta, d/d params and (count likelihoods with a unit effect, which this
+  // integrates out) d/d unit_log_sd: the sampled expectation (MODEL.md 4e ii) averages it over
+  // draws of f.
+  struct AggregateGradient {
+    double d_eta = 0;
+    Vector d_params;
+    double d_unit_log_sd = 0;
+  };
+  virtual double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
+                                 AggregateGradient* g) const = 0;
   // One draw of the observation given eta = sum_i w_i Psi(f_i) of a joint draw of f, with the
   // aggregate weights w.
   virtual double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const = 0;
@@ -62,6 +73,11 @@ const BagLikelihood& likelihood_of(LikelihoodKind kind);
 
 // Which of T and C the model's bag term reads.
 BagNeeds bag_needs(const ModelSpec& spec);
+
+// The sampled expectation (MODEL.md 4e ii, sampled_expectation.cpp): (1/S) sum_s log p(y | eta(f_s))
+// over S draws of f from q keyed by BagPosterior::draws, with pathwise derivatives.
+double sampled_bag_term(const ModelSpec& spec, const BagLikelihood& lik, const Vector& params, const BagPosterior& bag,
+                        BagGradient* grad);
 
 // l_a, with constants; gradients into *grad when non-null.
 double bag_term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad);

@@ -36,6 +36,7 @@ class LinkFunction {
   virtual const char* latent_meaning() const = 0;
 
   virtual double psi(double f) const = 0;
+  virtual double psi_derivative(double f) const = 0;
   virtual double mean(double m, double s2) const = 0;
   virtual double variance(double m, double s2) const = 0;
   virtual double quantile(double m, double s2, double q) const = 0;      // q in (0, 1)

@@ -37,7 +37,7 @@ std::vector<std::string> link_names() {
 }
 std::vector<std::string> covariance_mode_names() { return {"nystrom", "exact"}; }
 std::vector<std::string> aggregation_names() { return {"sum", "mean"}; }
-std::vector<std::string> expectation_names() { return {"bound", "delta"}; }
+std::vector<std::string> expectation_names() { return {"bound", "delta", "sample"}; }
 
 LikelihoodKind parse_likelihood(const std::string& s) {
   return parse_named<LikelihoodKind>(s, likelihood_names(), "likelihood");
@@ -72,6 +72,10 @@ void ModelSpec::validate() const {
   }
   if (expectation == Expectation::delta && !lik.has_delta_method())
     throw ConfigError("likelihood '" + to_string(likelihood) + "' has no delta-method expectation (use bound)");
+  if (expectation == Expectation::sample && (map_estimate || covariance != CovarianceMode::nystrom))
+    throw ConfigError("the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
+                      "covariance 'nystrom' and no MAP estimate");
+  if (expectation == Expectation::sample && samples < 1) throw ConfigError("the number of samples must be at least 1");
   if (map_estimate && !lik.allows_map(*this))
     throw ConfigError(
         "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
@@ -79,9 +83,9 @@ void ModelSpec::validate() const {
     throw ConfigError("a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
                       "variational model; likelihood '" + to_string(likelihood) + "'" +
                       (map_estimate ? " with a MAP estimate" : "") + " has none");
-  if (unit_effect && link == Link::exp && expectation != Expectation::delta)
-    throw ConfigError("a unit effect is integrated with the second-order moments of the log rate: with the exp "
-                      "link it needs expectation 'delta'");
+  if (unit_effect && link == Link::exp && expectation == Expectation::bound)
+    throw ConfigError("a unit effect is integrated with the second-order moments of the log rate (or over draws of "
+                      "it): with the exp link it needs expectation 'delta' or 'sample'");
 }
 
 bool UnitEffect::has(const std::string& id) const { return std::find(units.begin(), units.end(), id) != units.end(); }

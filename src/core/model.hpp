@@ -17,8 +17,10 @@ enum class LikelihoodKind { poisson, negative_binomial, normal, exponential };
 enum class Link { exp, square, identity };
 // How the expected log likelihood of a count bag is computed (MODEL.md 4a, 4b, 4e): `bound` is
 // the Jensen bound for the exp link (and the Taylor approximation for the square link, which has
-// no bound); `delta` keeps the posterior variance inside the log by the second-order delta method.
-enum class Expectation { bound, delta };
+// no bound); `delta` keeps the posterior variance inside the log by the second-order delta method;
+// `sample` averages the log likelihood over fresh draws of f every optimiser step (any likelihood
+// and link; minibatch optimisers only).
+enum class Expectation { bound, delta, sample };
 // How a bag term that needs the within-bag covariance gets it (MODEL.md 4b, 4c).
 enum class CovarianceMode { nystrom, exact };
 // Normal bag model: y_a is sum_i p_i f_i (sum) or that divided by P_a (mean).
@@ -62,6 +64,8 @@ struct ModelSpec {
   // A random effect u_a ~ N(0, sigma_u^2) on the log rate of every unit (MODEL.md 4g), with a
   // variational q(u_a) per training unit and sigma_u learned. Count likelihoods only.
   bool unit_effect = false;
+  // Draws of f per bag and step for the sampled expectation.
+  int samples = 8;
 
   // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square).
   void validate() const;

@@ -125,6 +125,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
   bag.has_unit_effect = model.spec.unit_effect;
   bag.unit_log_sd = model.unit_effect.log_sd;
+  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(a), model.spec.samples};
   BagGradient g;
   acc.value += bag_term(model.spec, model.likelihood_params, bag, with_grad ? &g : nullptr);
   if (with_grad && model.spec.unit_effect) acc.g_unit[0] += scale * g.g_unit_log_sd;

@@ -22,6 +22,9 @@ struct ObjectiveOptions {
   // Also return the gradient of the data term with respect to q's mean and covariance (for
   // natural-gradient steps). Ignored for a MAP estimate, which has no covariance.
   bool q_moments_gradient = false;
+  // The sampled expectation's draws: bag a of this evaluation uses the stream (draw_seed,
+  // draw_step, a). An optimiser advances draw_step every step.
+  unsigned long long draw_seed = 0, draw_step = 0;
 };
 
 struct ObjectiveValue {

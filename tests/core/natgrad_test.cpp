@@ -13,11 +13,13 @@ namespace {
 const Index kD = 3, kM = 5;
 
 
-// Every registered variational combination (the MAP variants have no q covariance).
+// Every registered variational combination (the MAP variants have no q covariance). The sampled
+// expectation is left out: at fixed draws it reads L_v, not only S_v = L_v L_v^T, so its q-moment
+// gradient is exact only in expectation (checked in expectation_test.cpp).
 std::vector<ModelSpec> specs() {
   std::vector<ModelSpec> out;
   for (const auto& c : test::all_specs())
-    if (!c.spec.map_estimate) {
+    if (!c.spec.map_estimate && c.spec.expectation != Expectation::sample) {
       out.push_back(c.spec);
       out.back().learn_inducing = false;
     }

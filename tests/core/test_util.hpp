@@ -66,6 +66,17 @@ inline std::vector<SpecCase> all_specs() {
               l.linear_prior_sd = 0.7;
               out.push_back({name + "_linear", l});
             }
+            // The sampled expectation of every likelihood and link (at fixed draws), once each.
+            if (ex == Expectation::bound && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
+              ModelSpec m = s;
+              m.expectation = Expectation::sample;
+              m.samples = 3;
+              out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample", m});
+              if (lik->is_count()) {
+                m.unit_effect = true;
+                out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample_unit", m});
+              }
+            }
             // A unit effect on every count likelihood and link, with the second-order moments it
             // needs (nystrom form).
             if (lik->is_count() && cov == CovarianceMode::nystrom && (ex == Expectation::delta || link == Link::square)) {

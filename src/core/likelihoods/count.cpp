@@ -1,6 +1,7 @@
 #include "count.hpp"
 
 #include <cmath>
+#include <limits>
 
 
 namespace vbagg {
@@ -36,6 +37,31 @@ double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const 
     grad->g_unit_log_sd = g_log_sd;
   }
   return value;
+}
+
+double CountLikelihood::aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector&, double eta,
+                                        AggregateGradient* g) const {
+  if (!(eta > 0)) {  // a rate of exactly zero: only y = 0 is possible
+    if (g) *g = {};
+    return bag.y == 0 ? 0.0 : -std::numeric_limits<double>::infinity();
+  }
+  const double t = std::log(eta);
+  if (bag.has_unit_effect) {
+    double d_t = 0;
+    const double v = unit_effect_mixture(*this, bag.y, t, params, bag.unit_log_sd, g ? &d_t : nullptr,
+                                         g ? &g->d_params : nullptr, g ? &g->d_unit_log_sd : nullptr);
+    if (g) g->d_eta = d_t / eta;
+    return v;
+  }
+  double d1 = 0, d2 = 0;
+  Vector dk, dc;
+  const double v =
+      log_pmf_constant(bag.y, params, g ? &dc : nullptr) + log_pmf_kernel(bag.y, t, params, &d1, &d2, g ? &dk : nullptr);
+  if (g) {
+    g->d_eta = d1 / eta;
+    g->d_params = dc + dk;
+  }
+  return v;
 }
 
 void CountLikelihood::initialise(const Dataset& train, Model& model) const {

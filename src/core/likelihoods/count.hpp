@@ -24,6 +24,8 @@ class CountLikelihood : public BagLikelihood {
   double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
                         const UnitEffectMoments& unit) const override;
   double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const override;
+  double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
+                         AggregateGradient* g) const override;
 
   // l_a from the summary, with d l_a / d(summary) into *d and d l_a / d params into *g_params.
   virtual double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,
@@ -52,6 +54,11 @@ class CountLikelihood : public BagLikelihood {
 // d l_a / d log sigma into *g_log_sd.
 double unit_effect_score(const CountLikelihood& lik, double y, const CountMoments& mo, const Vector& params,
                          double log_sd, CountMomentsGradient* d, Vector* g_params, double* g_log_sd);
+
+// log int p(y | e^{log_total + u}) N(u; -sigma^2/2, sigma^2) du, sigma = e^{log_sd}, with its
+// derivatives in log_total, the likelihood's parameters and log_sd (each when non-null).
+double unit_effect_mixture(const CountLikelihood& lik, double y, double log_total, const Vector& params, double log_sd,
+                           double* d_log_total, Vector* d_params, double* d_log_sd);
 
 // log of the mixture int p(y | e^u total) N(u; unit.mean, unit.var) du (unit.var > 0): the
 // predictive probability of a count given its expected total without the effect.

@@ -36,6 +36,13 @@ class Exponential final : public BagLikelihood {
     return -r - lse2;
   }
 
+  // y ~ Exponential(mean eta): log p = -log eta - y / eta.
+  double aggregate_log_p(const Vector&, const BagPosterior& b, const Vector&, double eta,
+                         AggregateGradient* g) const override {
+    if (g) g->d_eta = -1 / eta + b.y / (eta * eta);
+    return -std::log(eta) - b.y / eta;
+  }
+
   void initialise(const Dataset& train, Model& model) const override {
     model.mean = std::log(initial_rate(train)) - 0.5;
     model.likelihood_params.resize(0);

@@ -56,6 +56,16 @@ class Normal final : public BagLikelihood {
     return value;
   }
 
+  double aggregate_log_p(const Vector& params, const BagPosterior& b, const Vector& w, double eta,
+                         AggregateGradient* g) const override {
+    const double v = std::exp(params[0]) * w.squaredNorm(), e = b.y - eta;
+    if (g) {
+      g->d_eta = e / v;
+      g->d_params = Vector::Constant(1, -0.5 + e * e / (2 * v));
+    }
+    return -0.5 * (kLog2Pi + std::log(v)) - e * e / (2 * v);
+  }
+
   void initialise(const Dataset& train, Model& model) const override {
     model.mean = model.spec.aggregation == Aggregation::mean ? train.response.mean()
                                                               : train.response.sum() / train.bag_weights().sum();

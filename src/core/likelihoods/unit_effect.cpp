@@ -138,6 +138,18 @@ double unit_effect_score(const CountLikelihood& lik, double y, const CountMoment
   return constant + value;
 }
 
+double unit_effect_mixture(const CountLikelihood& lik, double y, double log_total, const Vector& params, double log_sd,
+                           double* d_log_total, Vector* d_params, double* d_log_sd) {
+  const double half_var = 0.5 * std::exp(2 * log_sd);
+  Vector dconst;
+  const double constant = lik.log_pmf_constant(y, params, d_params ? &dconst : nullptr);
+  const MixtureAtRate m = mixture_at(lik, y, log_total - half_var, params, log_sd, 0.0, d_params != nullptr);
+  if (d_log_total) *d_log_total = m.d1;
+  if (d_params) *d_params = dconst + m.dparams;
+  if (d_log_sd) *d_log_sd = m.d_log_sd - 2 * half_var * m.d1;
+  return constant + m.value;
+}
+
 double unit_effect_log_pmf(const CountLikelihood& lik, double y, double total, const Vector& params,
                            const UnitEffectMoments& unit) {
   const double constant = lik.log_pmf_constant(y, params, nullptr);

@@ -18,6 +18,7 @@ class ExpLink final : public LinkFunction {
   const char* name() const override { return "exp"; }
   const char* latent_meaning() const override { return "log intensity"; }
   double psi(double f) const override { return std::exp(f); }
+  double psi_derivative(double f) const override { return std::exp(f); }
   double mean(double m, double s2) const override { return std::exp(m + 0.5 * s2); }
   double variance(double m, double s2) const override { return std::expm1(s2) * std::exp(2 * m + s2); }
   double quantile(double m, double s2, double q) const override { return std::exp(m + std::sqrt(s2) * Phi_inv(q)); }

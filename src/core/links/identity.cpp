@@ -16,6 +16,7 @@ class IdentityLink final : public LinkFunction {
   const char* name() const override { return "identity"; }
   const char* latent_meaning() const override { return "intensity"; }
   double psi(double f) const override { return f; }
+  double psi_derivative(double) const override { return 1.0; }
   double mean(double m, double) const override { return m; }
   double variance(double, double s2) const override { return s2; }
   double quantile(double m, double s2, double q) const override { return m + std::sqrt(s2) * Phi_inv(q); }

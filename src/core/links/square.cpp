@@ -25,6 +25,7 @@ class SquareLink final : public LinkFunction {
   const char* name() const override { return "square"; }
   const char* latent_meaning() const override { return "sqrt intensity"; }
   double psi(double f) const override { return f * f; }
+  double psi_derivative(double f) const override { return 2 * f; }
   double mean(double m, double s2) const override { return m * m + s2; }
   double variance(double m, double s2) const override { return 2 * s2 * s2 + 4 * m * m * s2; }
   double quantile(double m, double s2, double q) const override {
