@@ -28,10 +28,7 @@ variants=("$@")
   "poisson=model.likelihood=poisson"
   "nb-matern32=model.kernel.space=matern32")
 
-# Mean of a JSON list's entries, or a chosen entry.
-list() { grep -o "\"$2\": \[[^]]*" "$1" | head -1 | sed 's/.*\[//'; }
-mean_of() { awk -F', ' '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.3f", s / NF }'; }
-nth() { awk -F', ' -v k="$1" '{ printf "%.2f", $k }'; }
+. bench/experiments/json_fields.sh
 num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
 
 echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"

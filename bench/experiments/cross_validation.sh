@@ -22,12 +22,10 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-# Entries of a JSON list, the mean of a metric's folds, a mean over a list.
-list() { grep -o "\"$2\": \[[^]]*" "$1" | head -1 | sed 's/.*\[//'; }
+. bench/experiments/json_fields.sh
+# The mean and sd over folds of a metric of vbagg-eval --cv.
 fold_mean() { grep -o "\"$2\": {\"mean\": [^,]*" "$1" | sed 's/.*: //'; }
 fold_sd() { grep -o "\"$2\": {\"mean\": [^,]*, \"sd\": [^,]*" "$1" | sed 's/.*: //'; }
-mean_of() { awk -F', ' '{ s = 0; for (i = 1; i <= NF; i++) s += $i; printf "%.3f", s / NF }'; }
-nth() { awk -F', ' -v k="$1" '{ printf "%.2f", $k }'; }
 
 echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error | pixel calibration error (pooled) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -116,20 +116,6 @@ const std::vector<Row>& rows() {
   return r;
 }
 
-std::string num(double v) {
-  if (!std::isfinite(v)) return "null";
-  std::ostringstream s;
-  s.precision(10);
-  s << v;
-  return s.str();
-}
-
-std::string json_list(const std::vector<double>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
-  return s + "]";
-}
-
 }  // namespace
 
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const std::string& truth_path,
@@ -207,7 +193,7 @@ std::string cross_validation_json(const CrossValidation& cv) {
     const Summary sm = summarise(cv.folds, r.field);
     std::vector<double> per_fold;
     for (const Metrics& f : cv.folds) per_fold.push_back(f.*r.field);
-    s << "  \"" << r.key << "\": {\"mean\": " << num(sm.mean) << ", \"sd\": " << num(sm.sd)
+    s << "  \"" << r.key << "\": {\"mean\": " << json_number(sm.mean) << ", \"sd\": " << json_number(sm.sd)
       << ", \"folds\": " << json_list(per_fold) << "},\n";
   }
   std::vector<double> count_err, pixel_err;

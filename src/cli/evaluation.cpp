@@ -15,9 +15,7 @@
 
 namespace vbagg::cli {
 
-namespace {
-
-std::string num(double v) {
+std::string json_number(double v) {
   if (!std::isfinite(v)) return "null";
   std::ostringstream s;
   s.precision(10);
@@ -27,11 +25,9 @@ std::string num(double v) {
 
 std::string json_list(const std::vector<double>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + num(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + json_number(v[i]);
   return s + "]";
 }
-
-}  // namespace
 
 Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
                  const std::string& truth_path, int samples, int threads) {
@@ -220,20 +216,20 @@ std::string metrics_json(const Metrics& r) {
     if (!r.pixel_coverage.empty()) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
   }
   s << "{\n  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units << ",\n  \"pixels\": " << r.pixels << ",\n"
-    << "  \"bag_nll_sum\": " << num(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << num(r.bag_nll_mean) << ",\n"
-    << "  \"bag_log_mse\": " << num(r.bag_log_mse) << ",\n  \"elbo_train\": " << num(r.elbo_train) << ",\n"
+    << "  \"bag_nll_sum\": " << json_number(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << json_number(r.bag_nll_mean) << ",\n"
+    << "  \"bag_log_mse\": " << json_number(r.bag_log_mse) << ",\n  \"elbo_train\": " << json_number(r.elbo_train) << ",\n"
     << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage)
     << ",\n"
     << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
     << "  \"count_pit_histogram\": " << json_list(r.count_pit) << ",\n"
-    << "  \"baseline_constant\": {\"bag_nll_mean\": " << num(r.baseline_bag_nll_mean)
-    << ", \"bag_log_mse\": " << num(r.baseline_bag_log_mse);
+    << "  \"baseline_constant\": {\"bag_nll_mean\": " << json_number(r.baseline_bag_nll_mean)
+    << ", \"bag_log_mse\": " << json_number(r.baseline_bag_log_mse);
   if (r.has_truth)
-    s << ", \"pixel_mse\": " << num(r.baseline_pixel_mse)
-      << ", \"pixel_correlation\": " << num(r.baseline_pixel_correlation);
+    s << ", \"pixel_mse\": " << json_number(r.baseline_pixel_mse)
+      << ", \"pixel_correlation\": " << json_number(r.baseline_pixel_correlation);
   s << "}";
   if (r.has_truth)
-    s << ",\n  \"pixel\": {\"mse\": " << num(r.pixel_mse) << ", \"correlation\": " << num(r.pixel_correlation)
+    s << ",\n  \"pixel\": {\"mse\": " << json_number(r.pixel_mse) << ", \"correlation\": " << json_number(r.pixel_correlation)
       << ", \"coverage\": " << (r.pixel_coverage.empty() ? "null" : json_list(r.pixel_coverage))
       << ", \"coverage_error\": " << (pixel_err.empty() ? "null" : json_list(pixel_err)) << "}";
   s << "\n}\n";

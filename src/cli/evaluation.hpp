@@ -37,4 +37,8 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);
 
+// A JSON number (null when not finite) and a JSON list of them.
+std::string json_number(double v);
+std::string json_list(const std::vector<double>& v);
+
 }  // namespace vbagg::cli

@@ -52,6 +52,13 @@ MonteCarlo monte_carlo(const Vector& m, const Matrix& C, const Vector& w, int dr
   return {mean, std::sqrt((sum2 / draws - mean * mean) / draws)};
 }
 
+// log p(y | mu) of Poisson, or of the negative binomial with dispersion r.
+double count_logp(LikelihoodKind lik, double y, double r, double mu) {
+  if (lik == LikelihoodKind::poisson) return y * std::log(mu) - mu - std::lgamma(y + 1);
+  return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r / (r + mu)) +
+         y * std::log(mu / (r + mu));
+}
+
 double term_of(const ModelSpec& spec, const Model& base, const Dataset& data, Index a) {
   Model model = base;
   model.spec = spec;
@@ -77,12 +84,7 @@ TEST(Expectation, DeltaMethodTracksMonteCarloFarBetterThanTheBound) {
       Vector m, w = data.weights().segment(data.bag_begin(a), data.bag_size(a));
       Matrix C;
       bag_moments(model, data, a, m, C);
-      const auto logp = [&](double mu) {
-        if (lik == LikelihoodKind::poisson) return y * std::log(mu) - mu - std::lgamma(y + 1);
-        return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r / (r + mu)) +
-               y * std::log(mu / (r + mu));
-      };
-      const MonteCarlo mc = monte_carlo(m, C, w, 100000, logp);
+      const MonteCarlo mc = monte_carlo(m, C, w, 100000, [&](double mu) { return count_logp(lik, y, r, mu); });
       const double bound = term_of(count_spec(lik, Expectation::bound, CovarianceMode::nystrom), model, data, a);
       const double exact = term_of(count_spec(lik, Expectation::delta, CovarianceMode::exact), model, data, a);
       const double nystrom = term_of(count_spec(lik, Expectation::delta, CovarianceMode::nystrom), model, data, a);
@@ -198,11 +200,7 @@ TEST(Expectation, SampledTermIsUnbiased) {
       Matrix C;
       bag_moments(model, data, a, m, C);
       C = nystrom_covariance(model, data, a);
-      const MonteCarlo mc = monte_carlo(m, C, w, 100000, [&](double mu) {
-        if (lik == LikelihoodKind::poisson) return y * std::log(mu) - mu - std::lgamma(y + 1);
-        return std::lgamma(y + r) - std::lgamma(r) - std::lgamma(y + 1) + r * std::log(r / (r + mu)) +
-               y * std::log(mu / (r + mu));
-      });
+      const MonteCarlo mc = monte_carlo(m, C, w, 100000, [&](double mu) { return count_logp(lik, y, r, mu); });
       const int steps = 2000;  // 2000 steps x 50 draws
       double sum = 0, sum2 = 0;
       ObjectiveOptions opt;
