@@ -3,6 +3,7 @@
 //
 //   reference_export random DIR --seed S [--pixels 300] [--bags 12] [--inducing 7] [--covariates 3]
 //                                        [--learn-inducing 0|1] [--threads 1]
+//                                        [--expectation bound|delta|sample] [--samples 4]
 //   reference_export malaria DIR [--inducing 576] [--learn-inducing 0|1] [--threads 1]
 //
 // `random` is a small problem with every parameter away from its initial value, so that every
@@ -28,6 +29,9 @@ using namespace vbagg;
 
 namespace {
 
+// The key of the sampled expectation's draws in an exported problem.
+const unsigned long long kDrawSeed = 12345, kDrawStep = 7;
+
 struct Args {
   std::string mode, dir;
   unsigned long long seed = 0;
@@ -35,11 +39,14 @@ struct Args {
   Index pixels = 300, bags = 12, inducing = -1, covariates = 3;
   bool learn_inducing = false;
   int threads = 1;
+  std::string expectation = "bound";
+  int samples = 4;
 };
 
 const char* kUsage =
     "usage: reference_export random DIR --seed S [--pixels N] [--bags n] [--inducing M] [--covariates C]\n"
-    "                               [--learn-inducing 0|1] [--threads T]\n"
+    "                               [--learn-inducing 0|1] [--threads T] [--expectation bound|delta|sample]\n"
+    "                               [--samples S]\n"
     "       reference_export malaria DIR [--inducing M] [--learn-inducing 0|1] [--threads T]\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -84,6 +91,12 @@ Args parse_args(int argc, char** argv) {
       a.learn_inducing = value == "1";
     } else if (flag == "--threads") {
       a.threads = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--expectation") {
+      if (value != "bound" && value != "delta" && value != "sample")
+        usage_error("--expectation expects bound, delta or sample, got '" + value + "'");
+      a.expectation = value;
+    } else if (flag == "--samples") {
+      a.samples = static_cast<int>(parse_int(flag, value, 1));
     } else {
       usage_error("unknown option '" + flag + "'");
     }
@@ -178,6 +191,10 @@ void write_meta(const std::filesystem::path& path, const Args& a, const Dataset&
   s += "  \"covariates\": " + std::to_string(model.kernel.parts().front().dim) + ",\n";
   s += "  \"likelihood\": \"" + to_string(model.spec.likelihood) + "\",\n";
   s += "  \"link\": \"" + to_string(model.spec.link) + "\",\n";
+  s += "  \"expectation\": \"" + to_string(model.spec.expectation) + "\",\n";
+  // The sampled expectation's draws: stream (draw_seed, draw_step, bag), see core/counter_rng.hpp.
+  s += "  \"samples\": " + std::to_string(model.spec.samples) + ",\n";
+  s += "  \"draw_seed\": " + std::to_string(kDrawSeed) + ",\n  \"draw_step\": " + std::to_string(kDrawStep) + ",\n";
   s += "  \"learn_inducing\": " + std::string(model.spec.learn_inducing ? "true" : "false") + ",\n";
   s += "  \"jitter\": " + num(model.jitter) + ",\n";
   s += "  \"jitter_used\": " + num(v.jitter_used) + ",\n";
@@ -216,8 +233,12 @@ int main(int argc, char** argv) {
       model.spec.learn_inducing = a.learn_inducing;
     }
 
+    model.spec.expectation = parse_expectation(a.expectation);
+    model.spec.samples = a.samples;
     ObjectiveOptions opt;
     opt.threads = a.threads;  // the value is bit-identical for any thread count up to opt.slots
+    opt.draw_seed = kDrawSeed;
+    opt.draw_step = kDrawStep;
     Vector grad;
     const auto t0 = std::chrono::steady_clock::now();
     const ObjectiveValue v = elbo(model, data, &grad, opt);

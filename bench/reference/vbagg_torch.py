@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch reference of vbagg's Poisson/exp-link ELBO (MODEL.md 3 and 4a) and its Adam loop.
+"""PyTorch reference of vbagg's Poisson/exp-link ELBO (MODEL.md 3, and 4a, 4e i or 4e ii for the
+bound, the delta method and the sampled expectation) and its Adam loop.
 
 Reads a problem written by `reference_export` (see README.md beside this file) and
 
@@ -50,6 +51,11 @@ class Problem:
             self.meta = meta = json.load(f)
         if meta["likelihood"] != "poisson" or meta["link"] != "exp":
             raise ValueError("only the poisson likelihood with exp link is implemented here")
+        self.expectation = meta.get("expectation", "bound")
+        if self.expectation not in ("bound", "delta", "sample"):
+            raise ValueError(f"unknown expectation {self.expectation}")
+        self.samples = meta.get("samples", 0)
+        self.draw_seed, self.draw_step = meta.get("draw_seed", 0), meta.get("draw_step", 0)
         self.N, self.D, self.M, self.n = meta["pixels"], meta["inputs"], meta["inducing"], meta["bags"]
         self.learn_inducing = meta["learn_inducing"]
         self.jitter_used = meta["jitter_used"]
@@ -175,15 +181,47 @@ def global_terms(theta, prob):
     alpha = Linv.T @ m_v
     Q = Linv.T @ (eye - L_v @ L_v.T) @ Linv
     kl = 0.5 * ((L_v * L_v).sum() + (m_v * m_v).sum() - M - 2.0 * torch.log(torch.diagonal(L_v)).sum())
-    shared = {"mu": mu, "kdiag": kdiag, "alpha": alpha, "Q": Q, "W": W}
+    # T = B K: the nystrom features of the delta method and the sampled expectation.
+    B = L_v.T @ Linv
+    shared = {"mu": mu, "kdiag": kdiag, "alpha": alpha, "Q": Q, "W": W, "B": B}
     for c, (lv, ls) in enumerate(kparams):
         shared[f"logvar{c}"] = lv
         shared[f"logls{c}"] = ls
     return shared, kl
 
 
+# Counter-based standard normals, bit for bit those of src/core/counter_rng.hpp (uint64 arithmetic
+# wraps around in numpy arrays as in C++).
+U64 = np.uint64
+
+
+def mix64(z):
+    with np.errstate(over="ignore"):
+        z = (z + U64(0x9e3779b97f4a7c15)).astype(U64)
+        z = ((z ^ (z >> U64(30))) * U64(0xbf58476d1ce4e5b9)).astype(U64)
+        z = ((z ^ (z >> U64(27))) * U64(0x94d049bb133111eb)).astype(U64)
+    return z ^ (z >> U64(31))
+
+
+def counter_normals(seed, step, bag, index):
+    """Normal number `index` (an array) of the stream (seed, step, bag)."""
+    one = lambda v: np.array([v], dtype=U64)
+    stream = mix64(mix64(mix64(one(seed)) ^ one(step)) ^ one(bag))[0]
+    index = np.asarray(index, dtype=U64)
+    uniform = lambda key: ((mix64(key) >> U64(11)).astype(np.float64) + 0.5) * (1.0 / 9007199254740992.0)
+    u1 = uniform(stream ^ (U64(2) * index))
+    u2 = uniform(stream ^ (U64(2) * index + U64(1)))
+    return torch.from_numpy(np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * math.pi * u2))
+
+
+def bag_sums(values, local_bag, nb):
+    """Per-bag sums of per-pixel values (pixels along dim 0)."""
+    return torch.zeros((nb,) + values.shape[1:]).index_add(0, local_bag, values)
+
+
 def chunk_data_term(s, prob, chunk):
-    """Sum over the chunk's (whole) bags of y log sum p e^m - sum p e^{m+s2/2} - log y!."""
+    """Sum over the chunk's (whole) bags of the expected Poisson log likelihood: the bound (4a),
+    the delta method (4e i) or the sampled expectation (4e ii) as the problem says."""
     idx, local_bag, bags = chunk
     X = prob.X[idx]
     p = prob.weight[idx]
@@ -192,13 +230,44 @@ def chunk_data_term(s, prob, chunk):
     m = s["mu"] + K.T @ s["alpha"]
     s2 = (s["kdiag"] - (K * (s["Q"] @ K)).sum(0)).clamp_min(0.0)
     nb = len(bags)
-    expected = torch.zeros(nb).index_add(0, local_bag, p * torch.exp(m + 0.5 * s2))
+    y = prob.y[bags]
+    if prob.expectation == "sample":
+        return sampled_term(s, prob, chunk, K, m, s2, p)
+    expected = bag_sums(p * torch.exp(m + 0.5 * s2), local_bag, nb)
+    if prob.expectation == "delta":
+        # E log mu ~ log E mu - rho / 2, rho = sum_i d_i r_i^2 + |sum_i r_i t_i|^2 (nystrom form).
+        T = s["B"] @ K
+        r = p * torch.exp(m + 0.5 * s2) / expected[local_bag]
+        d = s2 - (T * T).sum(0)
+        h = bag_sums((T * r).T, local_bag, nb)  # nb x M
+        rho = bag_sums(d * r * r, local_bag, nb) + (h * h).sum(1)
+        elog = torch.log(expected) - 0.5 * rho
+        return (torch.where(y != 0, y * elog, torch.zeros(())) - expected - prob.lgamma_y1[bags]).sum()
     # Per-bag log-sum-exp, shifted by the bag's maximum (a constant for autograd).
     z = torch.log(p) + m
     zmax = torch.full((nb,), -math.inf).scatter_reduce(0, local_bag, z.detach(), "amax")
     lse = zmax + torch.log(torch.zeros(nb).index_add(0, local_bag, torch.exp(z - zmax[local_bag])))
-    y = prob.y[bags]
     return (y * lse - expected - prob.lgamma_y1[bags]).sum()
+
+
+def sampled_term(s, prob, chunk, K, m, s2, p):
+    """(1/S) sum_s log Poisson(y | sum_i p_i e^{f_is}), f_s = m + T^T eps_s + sqrt(d) eta_s, with the
+    draws of vbagg's stream for each bag."""
+    idx, local_bag, bags = chunk
+    T = s["B"] @ K
+    d = (s2 - (T * T).sum(0)).clamp_min(0.0)
+    S, M = prob.samples, prob.M
+    total = 0.0
+    for j, a in enumerate(bags.tolist()):
+        cols = torch.nonzero(local_bag == j).squeeze(1)
+        n = cols.numel()
+        E = counter_normals(prob.draw_seed, prob.draw_step, a, np.arange(S * M)).reshape(S, M).T
+        H = counter_normals(prob.draw_seed, prob.draw_step, a, S * M + np.arange(S * n)).reshape(S, n).T
+        F = m[cols, None] + T[:, cols].T @ E + torch.sqrt(d[cols])[:, None] * H
+        eta = (p[cols, None] * torch.exp(F)).sum(0)
+        y = prob.y[a]
+        total = total + (y * torch.log(eta) - eta - prob.lgamma_y1[a]).mean()
+    return total
 
 
 def plan_chunks(prob, bags, chunk_pixels):
@@ -283,7 +352,8 @@ def compare(prob, chunk_pixels, rtol, label=""):
     e_grad, worst, e_norm = grad_errors(grad, ref)
     ok = e_elbo <= rtol and e_grad <= rtol and math.isfinite(elbo) and bool(torch.isfinite(grad).all())
     lines = [
-        f"{label}N={prob.N} bags={prob.n} M={prob.M} params={ref.numel()} learn_inducing={int(prob.learn_inducing)} "
+        f"{label}{prob.expectation}: N={prob.N} bags={prob.n} M={prob.M} params={ref.numel()} "
+        f"learn_inducing={int(prob.learn_inducing)} "
         f"chunks={len(chunks)} jitter_used={prob.jitter_used:g}",
         f"  elbo   torch {elbo:.17g}  vbagg {meta['elbo']:.17g}  rel err {e_elbo:.3e}",
         f"  data   torch {data:.17g}  vbagg {meta['data_term']:.17g}  rel err {rel(data, meta['data_term']):.3e}",
@@ -307,6 +377,11 @@ def cmd_crosscheck(args):
     problems = [
         dict(seed=1, learn=0, extra=[], chunk=4096),
         dict(seed=2, learn=1, extra=[], chunk=4096),
+        dict(seed=5, learn=0, extra=["--expectation", "delta"], chunk=4096),
+        dict(seed=6, learn=1, extra=["--expectation", "delta", "--pixels", "400", "--bags", "15"], chunk=60),
+        dict(seed=7, learn=0, extra=["--expectation", "sample", "--samples", "4"], chunk=4096),
+        dict(seed=8, learn=1, extra=["--expectation", "sample", "--samples", "3", "--pixels", "200", "--bags", "10"],
+             chunk=60),
         dict(seed=3, learn=0, extra=["--pixels", "500", "--bags", "20", "--inducing", "12", "--covariates", "4"],
              chunk=60),
         dict(seed=4, learn=1, extra=["--pixels", "400", "--bags", "15", "--inducing", "10", "--covariates", "2"],
