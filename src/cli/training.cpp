@@ -52,6 +52,9 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
   init.jitter = config.real("model.jitter");
   init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
   const Dataset train_data = subset_bags(d, split.train);
+  // Inducing points over every unit's pixels: held-out units and units without counts are
+  // predicted too, and their totals need the correlated part of q.
+  init.placement = &d.inputs;
   Model model = init_model(spec, kernel, train_data, init);
   if (model.num_inducing() < init.inducing)
     spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),

@@ -48,7 +48,11 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   for (const auto& p : m.kernel.parts()) scale.segment(p.begin, p.dim).setConstant(std::exp(p.log_lengthscale[0]));
   KMeansOptions km;
   km.seed = o.seed;
-  m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * train.inputs, o.inducing, km);
+  const Matrix& place = o.placement ? *o.placement : train.inputs;
+  if (place.rows() != train.num_inputs())
+    throw DataError("the inducing points' placement inputs have " + std::to_string(place.rows()) +
+                    " rows but the data " + std::to_string(train.num_inputs()));
+  m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km);
   const Index M = m.num_inducing();
   m.q_mean = Vector::Zero(M);
   m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));

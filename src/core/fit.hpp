@@ -14,9 +14,15 @@ struct InitOptions {
   Index inducing = 200;  // M (capped at the number of distinct training inputs)
   double jitter = 1e-6;
   unsigned long long seed = 1;
+  // Inputs (D x N) over which the inducing points are spread; null: the training pixels. Give
+  // every pixel the model will predict (all units, with or without counts): the low-rank part
+  // of q is what carries correlated uncertainty into a unit's total, and a region without
+  // inducing points would keep only independent per-pixel residuals, which cancel in the sum.
+  const Matrix* placement = nullptr;
 };
 
-// q equal to the prior (m_v = 0, L_v = I), inducing inputs by k-means++ on the training pixels,
+// q equal to the prior (m_v = 0, L_v = I), inducing inputs by k-means++ on the training pixels
+// (or options.placement),
 // kernel by the median heuristic, constant mean matched to the overall rate for the link.
 Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& options);
 
