@@ -88,8 +88,6 @@ void ModelSpec::validate() const {
                       "it): with the exp link it needs expectation 'delta' or 'sample'");
 }
 
-bool UnitEffect::has(const std::string& id) const { return std::find(units.begin(), units.end(), id) != units.end(); }
-
 ModelGradient::ModelGradient(const Model& m)
     : q_mean(Vector::Zero(m.num_inducing())),
       q_chol(Matrix::Zero(m.num_inducing(), m.num_inducing())),

@@ -79,8 +79,6 @@ struct ModelSpec {
 struct UnitEffect {
   double log_sd = -2.302585092994046;  // log 0.1: close to no effect at the start of a fit
   std::vector<std::string> units;
-
-  bool has(const std::string& id) const;
 };
 
 // Mean and variance of a unit's effect u: its conditional given its count for a training unit,
