@@ -175,12 +175,7 @@ std::string cross_validation_table(const CrossValidation& cv) {
     }
     s << "\n";
   }
-  s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):";
-  for (double f : p.count_pit) {
-    std::snprintf(line, sizeof line, " %.2f", f);
-    s << line;
-  }
-  s << "\n";
+  s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):" << pit_text(p.count_pit) << "\n";
   return s.str();
 }
 

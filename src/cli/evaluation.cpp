@@ -197,15 +197,18 @@ std::string metrics_table(const Metrics& r) {
     }
     s << "\n";
   }
-  if (!r.count_pit.empty()) {
-    s << "PIT of counts (10 bins, 0.1 each when calibrated):";
-    for (double f : r.count_pit) {
-      std::snprintf(line, sizeof line, " %.2f", f);
-      s << line;
-    }
-    s << "\n";
-  }
+  if (!r.count_pit.empty()) s << "PIT of counts (10 bins, 0.1 each when calibrated):" << pit_text(r.count_pit) << "\n";
   return s.str();
+}
+
+std::string pit_text(const std::vector<double>& pit) {
+  std::string s;
+  char cell[16];
+  for (double f : pit) {
+    std::snprintf(cell, sizeof cell, " %.2f", f);
+    s += cell;
+  }
+  return s;
 }
 
 std::string metrics_json(const Metrics& r) {

@@ -37,6 +37,9 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);
 
+// The PIT histogram's bin fractions as text (" 0.10 0.08 ..."), for the tables.
+std::string pit_text(const std::vector<double>& pit);
+
 // A JSON number (null when not finite) and a JSON list of them.
 std::string json_number(double v);
 std::string json_list(const std::vector<double>& v);
