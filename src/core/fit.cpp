@@ -109,7 +109,6 @@ struct HoldoutTracker {
   }
 };
 
-// Relative-change convergence test on successive epoch objectives.
 // Convergence: the objective moved by less than tolerance (relative) over the last kWindow
 // epochs. A window rather than one step: an L-BFGS line search or a noisy minibatch epoch can
 // change the objective little while the fit is still far from done.
