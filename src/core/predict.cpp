@@ -67,6 +67,7 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
 
 }  // namespace vbagg
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "likelihoods/count.hpp"
@@ -121,22 +122,27 @@ UnitEffectMoments unit_effect_prior(const Model& model) {
   return {-0.5 * var, var};
 }
 
+// Which listed bags are units the model was fitted to (their effect depends on their count).
+std::vector<bool> fitted_bags(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                              bool fitted_units) {
+  std::vector<bool> out(bags.size(), false);
+  if (!model.spec.unit_effect || !fitted_units) return out;
+  const std::unordered_set<std::string> trained(model.unit_effect.units.begin(), model.unit_effect.units.end());
+  for (size_t k = 0; k < bags.size(); ++k) out[k] = trained.count(data.bag_id(bags[k])) > 0;
+  return out;
+}
+
+// totals: each bag's expected total without the effect; read for the fitted bags only.
 std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Dataset& data,
-                                                  const std::vector<Index>& bags, const Vector& totals,
-                                                  bool fitted_units) {
-  std::vector<UnitEffectMoments> out(bags.size());
+                                                  const std::vector<Index>& bags, const std::vector<bool>& fitted,
+                                                  const Vector& totals) {
+  std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
   if (!model.spec.unit_effect) return out;
   const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
-  std::unordered_set<std::string> trained;
-  if (fitted_units) trained.insert(model.unit_effect.units.begin(), model.unit_effect.units.end());
-  const double log_sd = model.unit_effect.log_sd;
-  for (size_t k = 0; k < bags.size(); ++k) {
-    const Index a = bags[k];
-    out[k] = trained.count(data.bag_id(a))
-                 ? unit_effect_posterior(lik, data.response[a], totals[static_cast<Index>(k)], model.likelihood_params,
-                                         log_sd)
-                 : unit_effect_prior(model);
-  }
+  for (size_t k = 0; k < bags.size(); ++k)
+    if (fitted[k])
+      out[k] = unit_effect_posterior(lik, data.response[bags[k]], totals[static_cast<Index>(k)],
+                                     model.likelihood_params, model.unit_effect.log_sd);
   return out;
 }
 
@@ -144,14 +150,18 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
 
 std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
                                                 const std::vector<Index>& bags, int threads, bool fitted_units) {
-  if (!model.spec.unit_effect) return std::vector<UnitEffectMoments>(bags.size());
-  return unit_effects_given(model, data, bags, field_totals(model, data, bags, threads), fitted_units);
+  const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
+  // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
+  // the latent pass.
+  const bool any = std::find(fitted.begin(), fitted.end(), true) != fitted.end();
+  return unit_effects_given(model, data, bags, fitted, any ? field_totals(model, data, bags, threads) : Vector());
 }
 
 Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
                             bool fitted_units) {
   Vector totals = field_totals(model, data, bags, threads);
-  const std::vector<UnitEffectMoments> units = unit_effects_given(model, data, bags, totals, fitted_units);
+  const std::vector<UnitEffectMoments> units =
+      unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
   for (size_t k = 0; k < bags.size(); ++k)
     totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
   return totals;
