@@ -2,7 +2,6 @@
 
 #include <omp.h>
 
-
 #include "likelihood.hpp"
 #include "linalg.hpp"
 

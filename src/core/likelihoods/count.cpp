@@ -3,7 +3,6 @@
 #include <cmath>
 #include <limits>
 
-
 namespace vbagg {
 
 double initial_rate(const Dataset& train) {
