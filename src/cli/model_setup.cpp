@@ -40,6 +40,7 @@ ModelSpec model_spec(const Config& c) {
   s.prior_precision = c.real("model.prior_precision");
   s.linear_prior_sd = c.real("model.linear_prior_sd");
   s.samples = static_cast<int>(c.integer("model.samples"));
+  s.fixed_effects = parse_fixed_effects(c.text("model.fixed_effects"));
   const std::string unit_effect = c.text("model.unit_effect");
   if (unit_effect == "auto") {
     s.unit_effect = true;
@@ -56,7 +57,7 @@ ModelSpec model_spec(const Config& c) {
     s.validate();
   } catch (const ConfigError& e) {
     throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ")
-                                      : std::string("model.likelihood / model.link / model.unit_effect: ")) +
+                                      : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
                       e.what());
   }
   if (c.text("model.kind") == "constant" && !likelihood_of(s.likelihood).is_count())

@@ -151,8 +151,18 @@ std::vector<Param> make_params() {
        {},
        1e-6,
        1e6,
-       "Linear mean: prior sd of each coefficient beta (per sd of its covariate, on the log-rate scale for the exp "
-       "link)."},
+       "Prior sd of each coefficient beta of the linear mean (per sd of its covariate, on the log-rate scale for the "
+       "exp link) and, with variational fixed effects, of the intercept's offset from mu."},
+      {"model.fixed_effects",
+       T::choice,
+       "point",
+       fixed_effects_names(),
+       -kInf,
+       kInf,
+       "How the mean's intercept and coefficients are estimated: point (mu and beta as single values) or variational "
+       "(the intercept's offset and beta are part of the Gaussian posterior with the field, so maps and intervals "
+       "carry their uncertainty and the kernel is fitted integrated over them, as under REML; not for the MAP model, "
+       "model.kind nystrom)."},
       {"model.unit_effect",
        T::choice,
        "auto",

@@ -50,6 +50,8 @@ std::string latent_unit(const Model& m) { return link_of(m.spec.link).latent_mea
 std::string map_includes(const Model& m) {
   std::string s = std::string("the intensity Psi(f) of the GP f: ") +
                   (m.spec.linear_inputs > 0 ? "linear mean in the covariates, " : "constant mean, ") +
+                  (m.spec.fixed_effects == FixedEffects::variational ? "with the uncertainty of its coefficients, "
+                                                                     : "") +
                   "and its kernel terms; not the count noise of the " + to_string(m.spec.likelihood) +
                   " likelihood";
   const auto extra = likelihood_of(m.spec.likelihood).param_names();

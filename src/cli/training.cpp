@@ -36,6 +36,17 @@ void fit_constant(const Dataset& data, const Split& split, io::ModelFile& file, 
   spdlog::info("constant model: overall training rate {:.6g} per person", file.overall_rate);
 }
 
+// The intercept and the covariate effects on the latent scale (per sd of each covariate), with
+// their posterior sd when they are part of q.
+void log_fixed_effects(const Model& model, const std::vector<std::string>& covariates) {
+  const FixedEffectEstimates e = fixed_effect_estimates(model);
+  const bool sd = model.spec.fixed_effects == FixedEffects::variational;
+  auto one = [&](Index k) { return sd ? fmt::format("{:.4g} ± {:.2g}", e.mean[k], e.sd[k]) : fmt::format("{:.4g}", e.mean[k]); };
+  std::string text = "intercept " + one(0);
+  for (Index k = 1; k < e.mean.size(); ++k) text += ", " + covariates[static_cast<size_t>(k - 1)] + " " + one(k);
+  spdlog::info("fixed effects ({}): {}", to_string(model.spec.fixed_effects), text);
+}
+
 // The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
 // pseudo-pixel).
 void fit_gp(const Config& config, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,
@@ -88,6 +99,7 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
   if (result.recovered_steps)
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);
+  log_fixed_effects(model, built.covariates);
   file.model = std::move(model);
 }
 

@@ -53,13 +53,13 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
     throw DataError("the inducing points' placement inputs have " + std::to_string(place.rows()) +
                     " rows but the data " + std::to_string(train.num_inputs()));
   m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km);
-  const Index M = m.num_inducing();
+  const Index M = m.num_q();
   m.q_mean = Vector::Zero(M);
   m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));
   if (spec.linear_inputs > train.num_inputs())
     throw ConfigError("the linear mean needs " + std::to_string(spec.linear_inputs) + " inputs; the data have " +
                       std::to_string(train.num_inputs()));
-  m.linear_mean = Vector::Zero(spec.linear_inputs);
+  m.linear_mean = Vector::Zero(spec.num_linear_point());
   likelihood_of(spec.likelihood).initialise(train, m);
   std::vector<Index> all(static_cast<size_t>(train.num_bags()));
   for (Index a = 0; a < train.num_bags(); ++a) all[static_cast<size_t>(a)] = a;

@@ -38,6 +38,7 @@ std::vector<std::string> link_names() {
 std::vector<std::string> covariance_mode_names() { return {"nystrom", "exact"}; }
 std::vector<std::string> aggregation_names() { return {"sum", "mean"}; }
 std::vector<std::string> expectation_names() { return {"bound", "delta", "sample"}; }
+std::vector<std::string> fixed_effects_names() { return {"point", "variational"}; }
 
 LikelihoodKind parse_likelihood(const std::string& s) {
   return parse_named<LikelihoodKind>(s, likelihood_names(), "likelihood");
@@ -52,11 +53,15 @@ Aggregation parse_aggregation(const std::string& s) {
 Expectation parse_expectation(const std::string& s) {
   return parse_named<Expectation>(s, expectation_names(), "expectation");
 }
+FixedEffects parse_fixed_effects(const std::string& s) {
+  return parse_named<FixedEffects>(s, fixed_effects_names(), "fixed-effects estimate");
+}
 std::string to_string(LikelihoodKind v) { return likelihood_of(v).name(); }
 std::string to_string(Link v) { return link_of(v).name(); }
 std::string to_string(CovarianceMode v) { return covariance_mode_names()[static_cast<size_t>(v)]; }
 std::string to_string(Aggregation v) { return aggregation_names()[static_cast<size_t>(v)]; }
 std::string to_string(Expectation v) { return expectation_names()[static_cast<size_t>(v)]; }
+std::string to_string(FixedEffects v) { return fixed_effects_names()[static_cast<size_t>(v)]; }
 
 void ModelSpec::validate() const {
   const BagLikelihood& lik = likelihood_of(likelihood);
@@ -75,6 +80,8 @@ void ModelSpec::validate() const {
   if (expectation == Expectation::sample && (map_estimate || covariance != CovarianceMode::nystrom))
     throw ConfigError("the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
                       "covariance 'nystrom' and no MAP estimate");
+  if (fixed_effects == FixedEffects::variational && map_estimate)
+    throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
   if (expectation == Expectation::sample && samples < 1) throw ConfigError("the number of samples must be at least 1");
   if (map_estimate && !lik.allows_map(*this))
     throw ConfigError(
@@ -89,9 +96,9 @@ void ModelSpec::validate() const {
 }
 
 ModelGradient::ModelGradient(const Model& m)
-    : q_mean(Vector::Zero(m.num_inducing())),
-      q_chol(Matrix::Zero(m.num_inducing(), m.num_inducing())),
-      linear_mean(Vector::Zero(m.spec.linear_inputs)),
+    : q_mean(Vector::Zero(m.num_q())),
+      q_chol(Matrix::Zero(m.num_q(), m.num_q())),
+      linear_mean(Vector::Zero(m.spec.num_linear_point())),
       kernel(Vector::Zero(m.kernel.num_params())),
       likelihood(Vector::Zero(static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size()))),
       unit_effect(Vector::Zero(m.spec.unit_effect ? 1 : 0)),
@@ -110,6 +117,10 @@ ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
 }
 
 Posterior compute_posterior(const Model& model) {
+  const Index M = model.num_inducing(), Mq = model.num_q();
+  if (model.q_mean.size() != Mq || (!model.spec.map_estimate && model.q_chol.rows() != Mq))
+    throw ConfigError("q holds " + std::to_string(model.q_mean.size()) + " entries for " + std::to_string(M) +
+                      " inducing points and " + std::to_string(Mq - M) + " fixed effects");
   Posterior p;
   p.kdiag = model.kernel.diag_value();
   Matrix Kww;
@@ -118,14 +129,26 @@ Posterior compute_posterior(const Model& model) {
   p.L = jittered_cholesky(Kww, eps, 0.1 * p.kdiag);
   p.jitter_used = eps / p.kdiag;
   p.Linv = lower_inverse(p.L);
-  p.alpha = p.Linv.transpose() * model.q_mean;
-  p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Linv;
-  // Q = Linv^T Linv - B^T B as two symmetric rank updates (half the flops of two products).
-  p.Q = Matrix::Zero(p.L.rows(), p.L.cols());
-  p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
+  p.Lambda = Matrix::Identity(Mq, Mq);
+  p.Lambda.topLeftCorner(M, M) = p.Linv;
+  p.alpha = p.Lambda.transpose() * model.q_mean;
+  p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Lambda;
+  // Q = blockdiag(Linv^T Linv, 0) - B^T B as two symmetric rank updates (half the flops of two
+  // products).
+  p.Q = Matrix::Zero(Mq, Mq);
+  p.Q.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
   p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.B.transpose(), -1.0);
   p.Q = p.Q.selfadjointView<Eigen::Lower>();
   return p;
+}
+
+void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, KernelCache& cache) {
+  const Index M = model.num_inducing(), P = model.spec.num_fixed_effects();
+  model.kernel.cross_into(model.inducing, X, F.topRows(M), cache);
+  if (P == 0) return;
+  const double s = model.spec.linear_prior_sd;
+  F.row(M).setConstant(s);
+  F.middleRows(M + 1, P - 1) = s * X.topRows(P - 1);
 }
 
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var) {
@@ -137,18 +160,34 @@ void latent_marginals(const Model& model, const Posterior& post, const Matrix& X
 
 void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
                            Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch) {
-  const auto K = scratch.K.shape(model.num_inducing(), X.cols());
-  model.kernel.cross_into(model.inducing, X, K, scratch.kernel);
+  const auto K = scratch.K.shape(model.num_q(), X.cols());
+  features_into(model, X, K, scratch.kernel);
   mean.noalias() = K.transpose() * post.alpha;
   mean.array() += model.mean;
-  if (model.spec.linear_inputs > 0) mean.noalias() += X.topRows(model.spec.linear_inputs).transpose() * model.linear_mean;
+  const Index linear = model.spec.num_linear_point();
+  if (linear > 0) mean.noalias() += X.topRows(linear).transpose() * model.linear_mean;
   if (model.spec.map_estimate) {
     var.setZero();  // a point estimate carries no uncertainty
     return;
   }
-  auto R = scratch.R.shape(model.num_inducing(), X.cols());
+  auto R = scratch.R.shape(model.num_q(), X.cols());
   R.noalias() = post.Q * K;
   var = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+}
+
+FixedEffectEstimates fixed_effect_estimates(const Model& model) {
+  const Index d = model.spec.linear_inputs, P = model.spec.num_fixed_effects();
+  FixedEffectEstimates e{Vector::Zero(1 + d), Vector::Zero(1 + d)};
+  e.mean[0] = model.mean;
+  if (P == 0) {
+    e.mean.tail(d) = model.linear_mean;
+    return e;
+  }
+  // c = s w over q's last P entries: mean s m_w, covariance s^2 (rows of L_v) (rows of L_v)^T.
+  const double s = model.spec.linear_prior_sd;
+  e.mean += s * model.q_mean.tail(P);
+  e.sd = s * model.q_chol.bottomRows(P).rowwise().norm();
+  return e;
 }
 
 namespace {
@@ -160,7 +199,7 @@ double q_divergence(const Model& model, ModelGradient* grad) {
     return 0.5 * model.spec.prior_precision * model.q_mean.squaredNorm();
   }
   const Matrix& L = model.q_chol;
-  const Index m = model.num_inducing();
+  const Index m = model.num_q();
   double logdet = 0;
   for (Index j = 0; j < m; ++j) logdet += std::log(L(j, j));
   const double kl = 0.5 * (L.squaredNorm() + model.q_mean.squaredNorm() - static_cast<double>(m) - 2.0 * logdet);
@@ -176,7 +215,7 @@ double q_divergence(const Model& model, ModelGradient* grad) {
 
 double kl_divergence(const Model& model, ModelGradient* grad) {
   double linear = 0;
-  if (model.spec.linear_inputs > 0) {
+  if (model.spec.num_linear_point() > 0) {
     const double precision = 1.0 / (model.spec.linear_prior_sd * model.spec.linear_prior_sd);
     linear = 0.5 * precision * model.linear_mean.squaredNorm();
     if (grad) grad->linear_mean += precision * model.linear_mean;

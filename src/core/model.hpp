@@ -21,6 +21,12 @@ enum class Link { exp, square, identity };
 // `sample` averages the log likelihood over fresh draws of f every optimiser step (any likelihood
 // and link; minibatch optimisers only).
 enum class Expectation { bound, delta, sample };
+// How the mean's intercept and covariate coefficients are estimated (MODEL.md section 2): `point`
+// keeps mu (maximum likelihood) and beta (MAP under its Gaussian prior) as single values;
+// `variational` makes the intercept's offset from mu and beta part of q, whitened beside the
+// inducing values, so predictions carry their uncertainty and the kernel's hyperparameters are
+// fitted as under REML (integrated over the fixed effects, not conditioned on a guess of them).
+enum class FixedEffects { point, variational };
 // How a bag term that needs the within-bag covariance gets it (MODEL.md 4b, 4c).
 enum class CovarianceMode { nystrom, exact };
 // Normal bag model: y_a is sum_i p_i f_i (sum) or that divided by P_a (mean).
@@ -31,17 +37,20 @@ Link parse_link(const std::string& s);
 CovarianceMode parse_covariance_mode(const std::string& s);
 Aggregation parse_aggregation(const std::string& s);
 Expectation parse_expectation(const std::string& s);
+FixedEffects parse_fixed_effects(const std::string& s);
 std::string to_string(LikelihoodKind v);
 std::string to_string(Link v);
 std::string to_string(CovarianceMode v);
 std::string to_string(Aggregation v);
 std::string to_string(Expectation v);
+std::string to_string(FixedEffects v);
 // Every spelling a setting accepts, in the order of its enum (for help texts and validation).
 std::vector<std::string> likelihood_names();
 std::vector<std::string> link_names();
 std::vector<std::string> covariance_mode_names();
 std::vector<std::string> aggregation_names();
 std::vector<std::string> expectation_names();
+std::vector<std::string> fixed_effects_names();
 
 struct ModelSpec {
   LikelihoodKind likelihood = LikelihoodKind::poisson;
@@ -51,10 +60,13 @@ struct ModelSpec {
   Expectation expectation = Expectation::bound;
   bool learn_inducing = false;
   // Linear mean mu + beta^T x over the first `linear_inputs` inputs (the standardised covariates;
-  // coordinates come after them), beta ~ N(0, linear_prior_sd^2 I) at its MAP point (MODEL.md
-  // section 2). 0: a constant mean.
+  // coordinates come after them), beta ~ N(0, linear_prior_sd^2 I) (MODEL.md section 2). 0: a
+  // constant mean.
   Index linear_inputs = 0;
   double linear_prior_sd = 1.0;
+  // Point: beta at its MAP point. Variational: the intercept's offset c_0 ~ N(0, linear_prior_sd^2)
+  // and beta are the last num_fixed_effects() entries of q, as w = c / linear_prior_sd ~ N(0, I).
+  FixedEffects fixed_effects = FixedEffects::point;
   // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
   // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
   // replaced by the prior penalty prior_precision * |m_v|^2 / 2. Poisson with exp link, or normal
@@ -69,6 +81,10 @@ struct ModelSpec {
 
   // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square).
   void validate() const;
+  // Entries of q after the inducing values: the intercept's offset and beta when variational.
+  Index num_fixed_effects() const { return fixed_effects == FixedEffects::variational ? 1 + linear_inputs : 0; }
+  // Coefficients held as a point value (Model::linear_mean).
+  Index num_linear_point() const { return fixed_effects == FixedEffects::point ? linear_inputs : 0; }
 };
 
 // The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
@@ -91,10 +107,11 @@ struct Model {
   ModelSpec spec;
   Kernel kernel;
   Matrix inducing;         // D x M inducing inputs W
-  Vector q_mean;           // m_v (M)
-  Matrix q_chol;           // L_v (M x M lower, positive diagonal)
+  // q(v) over the M whitened inducing values, then spec.num_fixed_effects() whitened fixed effects.
+  Vector q_mean;           // m_v (num_q())
+  Matrix q_chol;           // L_v (num_q() x num_q() lower, positive diagonal)
   double mean = 0.0;       // constant prior mean mu
-  Vector linear_mean;      // beta (spec.linear_inputs entries)
+  Vector linear_mean;      // beta (spec.num_linear_point() entries)
   // The likelihood's own parameters, named by BagLikelihood::param_names (log tau of the Normal
   // model, log r of the negative binomial; empty for Poisson).
   Vector likelihood_params;
@@ -102,6 +119,7 @@ struct Model {
   double jitter = 1e-6;    // relative jitter: K_WW + jitter * k(x,x) * I
 
   Index num_inducing() const { return inducing.cols(); }
+  Index num_q() const { return num_inducing() + spec.num_fixed_effects(); }
   Index num_inputs() const { return inducing.rows(); }
 
   // Free parameters in the order of param_layout.hpp: m_v, L_v (lower triangle by column,
@@ -133,12 +151,18 @@ struct ModelGradient {
 };
 
 // Quantities of q shared by every pixel, computed once per parameter value (O(M^3)).
+// Every pixel x has the features phi(x) = [k_W(x); s z(x)] (M + P entries): its kernel against
+// the inducing inputs, then, with variational fixed effects, z(x) = (1, x_1..x_d) scaled by the
+// prior sd s. Whitening maps them by Lambda = blockdiag(L^{-1}, I_P), so f(x) = mu + phi^T Lambda^T
+// w with w ~ q = N(m_v, L_v L_v^T) and the prior N(0, I).
 struct Posterior {
   Matrix L;                // chol(K_WW + eps I)
   Matrix Linv;             // L^{-1}
-  Vector alpha;            // L^{-T} m_v: mean m(x) = mu + k_W(x)^T alpha
-  Matrix B;                // L_v^T L^{-1}
-  Matrix Q;                // L^{-T}(I - S_v)L^{-1}: variance s^2(x) = k(x,x) - k_W(x)^T Q k_W(x)
+  Matrix Lambda;           // blockdiag(L^{-1}, I_P)
+  Vector alpha;            // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
+  Matrix B;                // L_v^T Lambda
+  // blockdiag(L^{-T} L^{-1}, 0) - B^T B: variance s^2(x) = k(x,x) - phi(x)^T Q phi(x)
+  Matrix Q;
   double kdiag = 0;        // k(x, x)
   double jitter_used = 0;  // relative jitter that made the Cholesky succeed
 };
@@ -147,6 +171,9 @@ Posterior compute_posterior(const Model& model);
 
 // Per-pixel mean and variance of f for inputs stored one per column.
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var);
+
+// phi(x) of every column of X into the (M + P) x X.cols() matrix F (see Posterior).
+void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, KernelCache& cache);
 
 // Buffers of latent_marginals_into, kept by a caller that predicts block after block so the
 // M x block matrices are allocated once.
@@ -159,8 +186,16 @@ struct LatentScratch {
 void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
                            Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch);
 
-// KL(q(v) || N(0, I)) (for a MAP estimate: the prior penalty), plus the linear mean's prior
-// penalty |beta|^2 / (2 sd^2); adds its gradient to grad.
+// The intercept (entry 0) and the covariate coefficients beta of the mean, with their posterior
+// sd: q's marginal for variational fixed effects, 0 for point estimates.
+struct FixedEffectEstimates {
+  Vector mean, sd;
+};
+FixedEffectEstimates fixed_effect_estimates(const Model& model);
+
+// KL(q || N(0, I)) over the inducing values and any variational fixed effects (for a MAP estimate:
+// the prior penalty), plus the point linear mean's prior penalty |beta|^2 / (2 sd^2); adds its
+// gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 
 }  // namespace vbagg

@@ -23,13 +23,15 @@ struct Accumulator {
   Matrix g_inducing;
   Vector g_unit;  // log sigma_u of the unit effect
 
-  Accumulator(Index M, Index D, Index P, Index linear, Index likelihood_params, Index unit_params, BagNeeds needs) {
+  // Mq entries of q (M inducing values, then the fixed effects), D inputs, P kernel parameters.
+  Accumulator(Index Mq, Index D, Index M, Index P, Index linear, Index likelihood_params, Index unit_params,
+              BagNeeds needs) {
     g_linear = Vector::Zero(linear);
     g_unit = Vector::Zero(unit_params);
-    g_alpha = Vector::Zero(M);
-    g_Q_lower = Matrix::Zero(M, M);
-    if (needs == BagNeeds::exact) g_Q = Matrix::Zero(M, M);
-    if (needs == BagNeeds::nystrom) g_B = Matrix::Zero(M, M);
+    g_alpha = Vector::Zero(Mq);
+    g_Q_lower = Matrix::Zero(Mq, Mq);
+    if (needs == BagNeeds::exact) g_Q = Matrix::Zero(Mq, Mq);
+    if (needs == BagNeeds::nystrom) g_B = Matrix::Zero(Mq, Mq);
     g_kernel = Vector::Zero(P);
     g_likelihood = Vector::Zero(likelihood_params);
     g_inducing = Matrix::Zero(D, M);
@@ -63,13 +65,14 @@ struct Workspace {
   Buffer U;
 };
 
-// K and R of pixels [begin, begin + len) of the data.
+// The features (K: kernel rows, then the fixed effects' rows) and R of pixels [begin, begin + len)
+// of the data.
 void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
                    BlockScratch& b) {
-  const Index M = model.num_inducing();
-  auto K = b.K.shape(M, len);
-  model.kernel.cross_into(model.inducing, data.inputs.middleCols(begin, len), K, b.kernel);
-  b.R.shape(M, len).noalias() = post.Q * K;
+  const Index Mq = model.num_q();
+  auto K = b.K.shape(Mq, len);
+  features_into(model, data.inputs.middleCols(begin, len), K, b.kernel);
+  b.R.shape(Mq, len).noalias() = post.Q * K;
 }
 
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
@@ -77,11 +80,11 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
 // recomputed otherwise, so memory stays bounded whatever the bag size.
 void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale, BagNeeds needs,
                  bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
-  const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing();
+  const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing(), Mq = model.num_q();
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
   const Index blocks = (n + block - 1) / block;
-  const double bytes_per_block = static_cast<double>(M) * static_cast<double>(block) * 8.0 *
+  const double bytes_per_block = static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
                                  (2.0 + static_cast<double>(model.kernel.parts().size()));
   const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass: one scratch serves every block.
@@ -93,7 +96,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   const Vector w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
   Vector m(n), s2(n);
   Matrix T, C;
-  if (needs == BagNeeds::nystrom) T.resize(M, n);
+  if (needs == BagNeeds::nystrom) T.resize(Mq, n);
   for (Index b = 0; b < blocks; ++b) {
     BlockScratch& sb = scratch(b);
     const Index off = b * block, len = len_of(b);
@@ -112,7 +115,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     }
   }
   m.array() += model.mean;
-  const Index linear = model.spec.linear_inputs;
+  const Index linear = model.spec.num_linear_point();
   if (linear > 0) m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_mean;
   KernelCache aa_cache;
   if (needs == BagNeeds::exact) {
@@ -155,19 +158,19 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T, split by sign into two symmetric rank updates.
     const Vector pos = gs2.cwiseMax(0.0).cwiseSqrt(), neg = (-gs2).cwiseMax(0.0).cwiseSqrt();
     if (pos.any()) {
-      auto U = ws.U.shape(M, len);
+      auto U = ws.U.shape(Mq, len);
       U.noalias() = K * pos.asDiagonal();
       acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, -1.0);
     }
     if (neg.any()) {
-      auto U = ws.U.shape(M, len);
+      auto U = ws.U.shape(Mq, len);
       U.noalias() = K * neg.asDiagonal();
       acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, 1.0);
     }
     if (needs == BagNeeds::exact) {
       acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
       // dL/dK from C = ... - K^T R, before R is overwritten.
-      ws.U.shape(M, len).noalias() = -2.0 * dK * gCsym;
+      ws.U.shape(Mq, len).noalias() = -2.0 * dK * gCsym;
     }
     // dL/dK from m and s2 (and T or C).
     for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
@@ -176,7 +179,9 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
       dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
     }
     if (needs == BagNeeds::exact) dK += ws.U.view();
-    model.kernel.cross_backward(dK, sb.kernel, acc.g_kernel, model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+    // The fixed effects' rows of the features are data: only the kernel rows pass on.
+    model.kernel.cross_backward(dK.topRows(M), sb.kernel, acc.g_kernel,
+                                model.spec.learn_inducing ? &acc.g_inducing : nullptr);
   }
 }
 
@@ -187,22 +192,28 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
   Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
   if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
   const Matrix& Linv = post.Linv;
+  const Matrix& Lambda = post.Lambda;
+  const Index M = model.num_inducing();
   if (moments) {
-    // alpha = Linv^T m_v; Q = Linv^T Linv - Linv^T S_v Linv; and every bag term reads T = B K only
-    // through T^T T = K^T Linv^T S_v Linv K, so dL/dS_v = L_v^{-T} dL/dB Linv^T / 2.
-    moments->grad_q_mean = Linv * acc.g_alpha;
-    Matrix gS = -(Linv * gQ * Linv.transpose());
+    // alpha = Lambda^T m_v; Q = blockdiag(Linv^T Linv, 0) - Lambda^T S_v Lambda; and every bag term
+    // reads T = B K only through T^T T = K^T Lambda^T S_v Lambda K, so
+    // dL/dS_v = L_v^{-T} dL/dB Lambda^T / 2.
+    moments->grad_q_mean = Lambda * acc.g_alpha;
+    Matrix gS = -(Lambda * gQ * Lambda.transpose());
     if (acc.g_B.size())
-      gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Linv.transpose());
+      gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Lambda.transpose());
     moments->grad_q_cov = 0.5 * (gS + gS.transpose());
   }
-  // Q = Linv^T Linv - B^T B, B = L_v^T Linv, alpha = Linv^T m_v.
+  // Q = blockdiag(Linv^T Linv, 0) - B^T B, B = L_v^T Lambda, alpha = Lambda^T m_v; only Lambda's
+  // top-left block, Linv, depends on the kernel.
   Matrix gB = -2.0 * post.B * gQ;
   if (acc.g_B.size()) gB += acc.g_B;
-  Matrix gLinv = model.q_mean * acc.g_alpha.transpose() + 2.0 * Linv * gQ;
-  gLinv.noalias() += model.q_chol * gB;
-  g.q_mean += Linv * acc.g_alpha;
-  g.q_chol += (Linv * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
+  Matrix gLambda = model.q_mean * acc.g_alpha.transpose();
+  gLambda.noalias() += model.q_chol * gB;
+  Matrix gLinv = gLambda.topLeftCorner(M, M);
+  gLinv.noalias() += 2.0 * Linv * gQ.topLeftCorner(M, M);
+  g.q_mean += Lambda * acc.g_alpha;
+  g.q_chol += (Lambda * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
   g.mean += acc.g_mean;
   g.linear_mean += acc.g_linear;
   g.likelihood += acc.g_likelihood;
@@ -237,14 +248,16 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   const Posterior post = compute_posterior(model);
   const BagNeeds needs = bag_needs(model.spec);
   const bool with_grad = grad != nullptr;
-  const Index M = model.num_inducing(), D = model.num_inputs(), P = model.kernel.num_params();
+  const Index Mq = model.num_q(), D = model.num_inputs(), P = model.kernel.num_params();
+  const Index M = model.num_inducing();
   const int slots = std::max({1, options.slots, options.threads});
   const Index unit_params = with_grad && model.spec.unit_effect ? 1 : 0;
 
   std::vector<Accumulator> acc;
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
-    acc.emplace_back(with_grad ? M : 0, with_grad ? D : 0, P, model.spec.linear_inputs, model.likelihood_params.size(),
+    acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_point(),
+                     model.likelihood_params.size(),
                      unit_params, with_grad ? needs : BagNeeds::marginals);
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread

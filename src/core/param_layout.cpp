@@ -8,20 +8,20 @@ namespace vbagg {
 
 namespace {
 
-Index tri(const Model& m) { return m.spec.map_estimate ? 0 : m.num_inducing() * (m.num_inducing() + 1) / 2; }
+Index tri(const Model& m) { return m.spec.map_estimate ? 0 : m.num_q() * (m.num_q() + 1) / 2; }
 
 std::string idx(Index i) { return "[" + std::to_string(i) + "]"; }
 std::string idx(Index i, Index j) { return "[" + std::to_string(i) + "," + std::to_string(j) + "]"; }
 
 const ParamBlock kQMean{
     ParamBlockId::q_mean,
-    [](const Model& m) { return m.num_inducing(); },
-    [](const Model& m, double* out) { Eigen::Map<Vector>(out, m.num_inducing()) = m.q_mean; },
-    [](Model& m, const double* in) { m.q_mean = Eigen::Map<const Vector>(in, m.num_inducing()); },
+    [](const Model& m) { return m.num_q(); },
+    [](const Model& m, double* out) { Eigen::Map<Vector>(out, m.num_q()) = m.q_mean; },
+    [](Model& m, const double* in) { m.q_mean = Eigen::Map<const Vector>(in, m.num_q()); },
     [](const Model& m, std::vector<std::string>& out) {
-      for (Index i = 0; i < m.num_inducing(); ++i) out.push_back("q_mean" + idx(i));
+      for (Index i = 0; i < m.num_q(); ++i) out.push_back("q_mean" + idx(i));
     },
-    [](const Model& m, const ModelGradient& g, double* out) { Eigen::Map<Vector>(out, m.num_inducing()) = g.q_mean; },
+    [](const Model& m, const ModelGradient& g, double* out) { Eigen::Map<Vector>(out, m.num_q()) = g.q_mean; },
 };
 
 // L_v column by column, the diagonal as its log so it stays positive.
@@ -29,13 +29,13 @@ const ParamBlock kQChol{
     ParamBlockId::q_chol,
     tri,
     [](const Model& m, double* out) {
-      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+      for (Index j = 0; j < m.num_q() && !m.spec.map_estimate; ++j) {
         *out++ = std::log(m.q_chol(j, j));
-        for (Index i = j + 1; i < m.num_inducing(); ++i) *out++ = m.q_chol(i, j);
+        for (Index i = j + 1; i < m.num_q(); ++i) *out++ = m.q_chol(i, j);
       }
     },
     [](Model& m, const double* in) {
-      const Index M = m.num_inducing();
+      const Index M = m.num_q();
       m.q_chol.setZero(M, M);
       for (Index j = 0; j < M && !m.spec.map_estimate; ++j) {
         m.q_chol(j, j) = std::exp(*in++);
@@ -43,15 +43,15 @@ const ParamBlock kQChol{
       }
     },
     [](const Model& m, std::vector<std::string>& out) {
-      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+      for (Index j = 0; j < m.num_q() && !m.spec.map_estimate; ++j) {
         out.push_back("log q_chol" + idx(j, j));
-        for (Index i = j + 1; i < m.num_inducing(); ++i) out.push_back("q_chol" + idx(i, j));
+        for (Index i = j + 1; i < m.num_q(); ++i) out.push_back("q_chol" + idx(i, j));
       }
     },
     [](const Model& m, const ModelGradient& g, double* out) {
-      for (Index j = 0; j < m.num_inducing() && !m.spec.map_estimate; ++j) {
+      for (Index j = 0; j < m.num_q() && !m.spec.map_estimate; ++j) {
         *out++ = g.q_chol(j, j) * m.q_chol(j, j);  // d/d log L_jj
-        for (Index i = j + 1; i < m.num_inducing(); ++i) *out++ = g.q_chol(i, j);
+        for (Index i = j + 1; i < m.num_q(); ++i) *out++ = g.q_chol(i, j);
       }
     },
 };
@@ -67,19 +67,19 @@ const ParamBlock kMean{
 
 const ParamBlock kLinearMean{
     ParamBlockId::linear_mean,
-    [](const Model& m) { return m.spec.linear_inputs; },
+    [](const Model& m) { return m.spec.num_linear_point(); },
     [](const Model& m, double* out) {
-      if (m.linear_mean.size() != m.spec.linear_inputs)
+      if (m.linear_mean.size() != m.spec.num_linear_point())
         throw ConfigError("the model holds " + std::to_string(m.linear_mean.size()) +
-                          " linear-mean coefficients for " + std::to_string(m.spec.linear_inputs) + " inputs");
-      Eigen::Map<Vector>(out, m.spec.linear_inputs) = m.linear_mean;
+                          " linear-mean coefficients for " + std::to_string(m.spec.num_linear_point()) + " inputs");
+      Eigen::Map<Vector>(out, m.spec.num_linear_point()) = m.linear_mean;
     },
-    [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.linear_inputs); },
+    [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_point()); },
     [](const Model& m, std::vector<std::string>& out) {
-      for (Index i = 0; i < m.spec.linear_inputs; ++i) out.push_back("linear_mean" + idx(i));
+      for (Index i = 0; i < m.spec.num_linear_point(); ++i) out.push_back("linear_mean" + idx(i));
     },
     [](const Model& m, const ModelGradient& g, double* out) {
-      Eigen::Map<Vector>(out, m.spec.linear_inputs) = g.linear_mean;
+      Eigen::Map<Vector>(out, m.spec.num_linear_point()) = g.linear_mean;
     },
 };
 

@@ -195,13 +195,13 @@ namespace vbagg {
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit) {
   const Posterior post = compute_posterior(model);
-  const Index n = X.cols(), M = model.num_inducing();
+  const Index n = X.cols(), M = model.num_q();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Vector w = lik.aggregate_weights(model.spec, w_in);
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
-  // f = m + T^T z + r e with z ~ N(0, I_M) shared by the unit's pixels and e independent per
+  // f = m + T^T z + r e with z ~ N(0, I) over q's entries, shared by the unit's pixels and e independent per
   // pixel; the unit's total is accumulated block by block so memory does not grow with its size.
   Matrix Z(M, samples);
   for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);

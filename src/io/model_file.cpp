@@ -140,7 +140,12 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     }
     out << YAML::EndSeq;
     out << YAML::Key << "mean" << YAML::Value << m.mean;
-    if (m.spec.linear_inputs > 0) {
+    if (m.spec.fixed_effects == FixedEffects::variational) {
+      // The intercept's offset and beta are q's last entries, whitened by linear_prior_sd.
+      out << YAML::Key << "fixed_effects" << YAML::Value << to_string(m.spec.fixed_effects);
+      out << YAML::Key << "linear_inputs" << YAML::Value << static_cast<long long>(m.spec.linear_inputs);
+      out << YAML::Key << "linear_prior_sd" << YAML::Value << m.spec.linear_prior_sd;
+    } else if (m.spec.linear_inputs > 0) {
       out << YAML::Key << "linear_mean" << YAML::Value;
       emit_vector(out, m.linear_mean);
       out << YAML::Key << "linear_prior_sd" << YAML::Value << m.spec.linear_prior_sd;
@@ -164,7 +169,7 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     emit_vector(out, m.q_mean);
     if (!m.spec.map_estimate) {
       out << YAML::Key << "q_chol" << YAML::Value << YAML::BeginSeq;
-      for (Index i = 0; i < m.num_inducing(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
+      for (Index i = 0; i < m.num_q(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
       out << YAML::EndSeq;
     }
     out << YAML::EndMap;
@@ -303,8 +308,22 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     r.broken(e.what());
   }
   m.mean = r.get<double>(mn, "mean", "model.");
-  // A constant mean when absent (files of models without the linear part).
-  if (mn["linear_mean"]) {
+  // Point fixed effects, and a constant mean, when absent (files of models without them).
+  if (mn["fixed_effects"]) {
+    try {
+      m.spec.fixed_effects = parse_fixed_effects(r.get<std::string>(mn, "fixed_effects", "model."));
+    } catch (const ConfigError& e) {
+      r.broken(e.what());
+    }
+  }
+  if (m.spec.fixed_effects == FixedEffects::variational) {
+    if (mn["linear_mean"]) r.broken("'model.linear_mean' is a point estimate: variational fixed effects live in q");
+    const long long d = r.get<long long>(mn, "linear_inputs", "model.");
+    if (d < 0) r.broken("'model.linear_inputs' cannot be negative");
+    m.spec.linear_inputs = d;
+    m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
+    if (!(m.spec.linear_prior_sd > 0)) r.broken("'model.linear_prior_sd' must be positive");
+  } else if (mn["linear_mean"]) {
     m.linear_mean = r.vec(mn, "linear_mean", "model.", -1);
     m.spec.linear_inputs = m.linear_mean.size();
     m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
@@ -337,15 +356,17 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
   for (const auto& p : m.kernel.parts())
     if (p.begin + p.dim > D)
       r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
-  m.q_mean = r.vec(mn, "q_mean", "model.", M);
+  // q: the inducing values, then the variational fixed effects.
+  const Index Mq = M + m.spec.num_fixed_effects();
+  m.q_mean = r.vec(mn, "q_mean", "model.", Mq);
   if (m.spec.linear_inputs > D)
     r.broken("'model.linear_mean' has " + std::to_string(m.spec.linear_inputs) + " coefficients for " +
              std::to_string(D) + " inputs");
-  m.q_chol = Matrix::Zero(M, M);
+  m.q_chol = Matrix::Zero(Mq, Mq);
   if (!m.spec.map_estimate) {
     const YAML::Node qc = r.at(mn, "q_chol", "model.");
-    if (!qc.IsSequence() || static_cast<Index>(qc.size()) != M)
-      r.broken("'model.q_chol' must have one row per inducing point");
+    if (!qc.IsSequence() || static_cast<Index>(qc.size()) != Mq)
+      r.broken("'model.q_chol' must have one row per entry of 'model.q_mean'");
     // Rows are read in place (as the inducing inputs above): wrapping each in a new node would
     // merge the whole document's node set into it, quadratic in M.
     Index i = 0;

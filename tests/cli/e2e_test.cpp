@@ -218,12 +218,14 @@ double holdout_relative_width(const std::string& csv) {
 // widens the held-out units' intervals with it, and the maps say they leave it out.
 TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
-               "/unit --set model.unit_effect=true --set model.likelihood=poisson -q --threads 2");
+               "/unit --set model.unit_effect=true --set model.likelihood=poisson --set model.fixed_effects=point -q "
+               "--threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string model = read_file(d() + "/unit/model.yaml");
   EXPECT_NE(model.find("unit_effect:"), std::string::npos);
   r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
-          "/plain --set model.likelihood=poisson --set model.unit_effect=false -q --threads 2");
+          "/plain --set model.likelihood=poisson --set model.unit_effect=false --set model.fixed_effects=point -q "
+          "--threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* fit : {"unit", "plain"}) {
     r = run(bin("vbagg-predict") + " --model " + d() + "/" + fit + "/model.yaml --out " + d() + "/" + fit + "/maps -q");
@@ -235,6 +237,23 @@ TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
   ASSERT_NE(includes, nullptr);
   EXPECT_NE(std::string(includes).find("not the unit effect"), std::string::npos) << includes;
+}
+
+// model.fixed_effects variational: the coefficients come with their posterior sd in the log, the
+// model file says where they live, and prediction reads them back.
+TEST_F(EndToEnd, VariationalFixedEffectsReachTheLogModelFileAndMaps) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+               "/fixed --set model.fixed_effects=variational --set model.mean_function=linear --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("fixed effects (variational): intercept"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(" ± "), std::string::npos) << r.output;
+  EXPECT_NE(read_file(d() + "/fixed/model.yaml").find("fixed_effects: variational"), std::string::npos);
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fixed/model.yaml --out " + d() + "/fixed/maps -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ds = io::open_raster(d() + "/fixed/maps/intensity_mean.tif");
+  const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
+  ASSERT_NE(includes, nullptr);
+  EXPECT_NE(std::string(includes).find("uncertainty of its coefficients"), std::string::npos) << includes;
 }
 
 TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {

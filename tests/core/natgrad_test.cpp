@@ -41,9 +41,10 @@ TEST(QMomentsGradient, MatchesFiniteDifferences) {
     opt.q_moments_gradient = true;
     Vector g;
     const ObjectiveValue v = elbo(model, data, bags, scale, &g, opt);
-    ASSERT_EQ(v.grad_q_cov.rows(), kM);
+    const Index Mq = model.num_q();  // the inducing values, then any variational fixed effects
+    ASSERT_EQ(v.grad_q_cov.rows(), Mq);
     const double h = 1e-5;
-    for (Index k = 0; k < kM; ++k) {
+    for (Index k = 0; k < Mq; ++k) {
       Model plus = model, minus = model;
       plus.q_mean[k] += h;
       minus.q_mean[k] -= h;
@@ -51,9 +52,9 @@ TEST(QMomentsGradient, MatchesFiniteDifferences) {
       EXPECT_NEAR(v.grad_q_mean[k], fd, 1e-6 * (1 + std::abs(fd))) << to_string(spec.likelihood) << " m[" << k << "]";
     }
     const Matrix S = model.q_chol * model.q_chol.transpose();
-    for (Index i = 0; i < kM; ++i)
+    for (Index i = 0; i < Mq; ++i)
       for (Index j = 0; j <= i; ++j) {
-        Matrix E = Matrix::Zero(kM, kM);
+        Matrix E = Matrix::Zero(Mq, Mq);
         E(i, j) = E(j, i) = 1;
         auto at = [&](double t) {
           Model m = model;

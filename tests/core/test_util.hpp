@@ -65,6 +65,11 @@ inline std::vector<SpecCase> all_specs() {
               l.linear_inputs = 2;
               l.linear_prior_sd = 0.7;
               out.push_back({name + "_linear", l});
+              // The intercept's offset and beta as part of q, with and without covariates.
+              l.fixed_effects = FixedEffects::variational;
+              out.push_back({name + "_linear_variational", l});
+              l.linear_inputs = 0;
+              out.push_back({name + "_variational", l});
             }
             // The sampled expectation of every likelihood and link (at fixed draws), once each.
             if (ex == Expectation::bound && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
@@ -136,17 +141,18 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   m.kernel.set_params(theta);
   m.inducing.resize(D, M);
   for (Index i = 0; i < m.inducing.size(); ++i) m.inducing.data()[i] = normal(rng);
-  m.q_mean.resize(M);
-  for (Index i = 0; i < M; ++i) m.q_mean[i] = 0.5 * normal(rng);
-  m.q_chol = Matrix::Zero(M, M);
-  for (Index j = 0; j < M; ++j) {
+  const Index Mq = m.num_q();
+  m.q_mean.resize(Mq);
+  for (Index i = 0; i < Mq; ++i) m.q_mean[i] = 0.5 * normal(rng);
+  m.q_chol = Matrix::Zero(Mq, Mq);
+  for (Index j = 0; j < Mq; ++j) {
     m.q_chol(j, j) = 0.4 + 0.3 * std::abs(normal(rng));
-    for (Index i = j + 1; i < M; ++i) m.q_chol(i, j) = 0.1 * normal(rng);
+    for (Index i = j + 1; i < Mq; ++i) m.q_chol(i, j) = 0.1 * normal(rng);
   }
   if (spec.map_estimate) m.q_chol.setZero();  // a point estimate has no L_v
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
-  m.linear_mean.resize(spec.linear_inputs);
-  for (Index i = 0; i < spec.linear_inputs; ++i) m.linear_mean[i] = 0.2 * normal(rng);
+  m.linear_mean.resize(spec.num_linear_point());
+  for (Index i = 0; i < spec.num_linear_point(); ++i) m.linear_mean[i] = 0.2 * normal(rng);
   m.likelihood_params = Vector::Constant(
       static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
   m.unit_effect.log_sd = -0.4;

@@ -82,6 +82,44 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
 }
 
+// Variational fixed effects: q carries 1 + d more entries, and the file says how many; a file whose
+// q does not match its fixed effects is refused by name.
+TEST(ModelFile, RoundTripsVariationalFixedEffects) {
+  test::TempDir dir;
+  io::ModelFile f = sample_file();
+  Model& m = f.model;
+  m.spec.fixed_effects = FixedEffects::variational;
+  m.spec.linear_inputs = 2;
+  m.spec.linear_prior_sd = 0.6;
+  const Index Mq = m.num_q();
+  ASSERT_EQ(Mq, m.num_inducing() + 3);
+  m.q_mean = Vector::LinSpaced(Mq, -1.0, 1.0 / 3.0);
+  m.q_chol = Matrix::Identity(Mq, Mq) / 7.0;
+  m.q_chol(Mq - 1, 0) = 0.1;
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_EQ(g.model.spec.fixed_effects, FixedEffects::variational);
+  EXPECT_EQ(g.model.spec.linear_inputs, 2);
+  EXPECT_EQ(g.model.spec.linear_prior_sd, 0.6);
+  EXPECT_EQ(g.model.linear_mean.size(), 0);
+  EXPECT_EQ(g.model.pack(), f.model.pack());
+
+  std::ifstream in(dir / "model.yaml");
+  std::stringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  const std::string key = "linear_inputs: 2";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "linear_inputs: 3");
+  std::ofstream(dir / "bad.yaml") << text;
+  try {
+    io::read_model_file(dir / "bad.yaml");
+    FAIL() << "a q of the wrong size was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("q_mean"), std::string::npos) << e.what();
+  }
+}
+
 bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
   return a.rows() == b.rows() && a.cols() == b.cols() &&
          std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
