@@ -28,8 +28,7 @@ int main(int argc, char** argv) {
   std::string link = "exp";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (bench::read_problem_flag(k, v, po))
-      continue;
+    if (bench::read_problem_flag(k, v, po)) continue;
     if (k == "--threads")
       fo.threads = std::stoi(v);
     else if (k == "--epochs")

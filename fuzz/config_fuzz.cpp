@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (std::string line; std::getline(lines, line);) overrides.push_back(line);
   }
   try {
-    const vbagg::cli::Config c = vbagg::cli::Config::parse(yaml, "fuzz.yaml", "/tmp", overrides, vbagg::cli::RequiredData::none);
+    const vbagg::cli::Config c =
+        vbagg::cli::Config::parse(yaml, "fuzz.yaml", "/tmp", overrides, vbagg::cli::RequiredData::none);
     (void)c.resolved_yaml();
     (void)c.data_config();
   } catch (const vbagg::ConfigError&) {

@@ -7,7 +7,7 @@
 #   scripts/test.sh --sanitize   the sanitizer suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh python3-torch  # the PyTorch cross-check of bench/reference
+scripts/deps.sh python3-torch clang-format  # the PyTorch cross-check of bench/reference; the format check
 jobs=$(nproc)
 
 release() {

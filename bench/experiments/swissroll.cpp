@@ -4,6 +4,8 @@
 // size:   Poisson, 600 training bags, N_mean varied, N_std = N_mean / 2
 // normal: the Normal bag model, training bags 100..350 (N_mean 150, N_std 50), tau = 0.1
 // Each run adds 500 test bags drawn with the training bags. Prints markdown tables.
+#include "core/swissroll.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,7 +20,6 @@
 #include "core/fit.hpp"
 #include "core/metrics.hpp"
 #include "core/predict.hpp"
-#include "core/swissroll.hpp"
 
 using namespace vbagg;
 
@@ -34,8 +35,8 @@ struct Run {
   std::map<std::string, double> nll, mse, test_nll, calibration;  // per method
 };
 
-const std::vector<std::string> kPoissonMethods = {"vbagg_exp", "vbagg_exp_delta", "vbagg_square", "nystrom",
-                                                   "bag_pixel", "constant"};
+const std::vector<std::string> kPoissonMethods = {"vbagg_exp", "vbagg_exp_delta", "vbagg_square",
+                                                  "nystrom",   "bag_pixel",       "constant"};
 const std::vector<std::string> kNormalMethods = {"vbagg", "nystrom", "constant"};
 
 // One-sided exact Wilcoxon signed-rank test of H1: the differences a - b tend to be negative.
@@ -62,7 +63,9 @@ double wilcoxon_less(const std::vector<double>& a, const std::vector<double>& b)
   return below / std::pow(2.0, n);
 }
 
-double mean_of(const std::vector<double>& v) { return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size()); }
+double mean_of(const std::vector<double>& v) {
+  return std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
 double sd_of(const std::vector<double>& v) {
   const double m = mean_of(v);
   double s = 0;
@@ -83,7 +86,8 @@ Vector gather(const Dataset& d, const Vector& per_pixel, const std::vector<Index
   return out;
 }
 
-Run run_once(const Args& args, Index train_bags, double size_mean, double size_sd, bool normal, unsigned long long seed) {
+Run run_once(const Args& args, Index train_bags, double size_mean, double size_sd, bool normal,
+             unsigned long long seed) {
   SwissRollOptions o;
   o.bags = train_bags + 500;
   o.size_mean = size_mean;
@@ -198,7 +202,8 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
     const double tau = ss / static_cast<double>(tr.num_bags());
     double nll = 0;
     for (Index a = 0; a < te.num_bags(); ++a) {
-      const double v = tau * static_cast<double>(te.bag_size(a)), e = te.response[a] - overall * static_cast<double>(te.bag_size(a));
+      const double v = tau * static_cast<double>(te.bag_size(a)),
+                   e = te.response[a] - overall * static_cast<double>(te.bag_size(a));
       nll += 0.5 * (std::log(2 * M_PI * v) + e * e / v);
     }
     r.test_nll["constant"] = nll / static_cast<double>(te.num_bags());
@@ -212,11 +217,16 @@ int main(int argc, char** argv) {
   Args args;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--experiment") args.experiment = v;
-    else if (k == "--reps") args.reps = std::stoi(v);
-    else if (k == "--threads") args.threads = std::stoi(v);
-    else if (k == "--inducing") args.inducing = std::stol(v);
-    else if (k == "--epochs") args.epochs = std::stoi(v);
+    if (k == "--experiment")
+      args.experiment = v;
+    else if (k == "--reps")
+      args.reps = std::stoi(v);
+    else if (k == "--threads")
+      args.threads = std::stoi(v);
+    else if (k == "--inducing")
+      args.inducing = std::stol(v);
+    else if (k == "--epochs")
+      args.epochs = std::stoi(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -232,7 +242,8 @@ int main(int argc, char** argv) {
   if (args.experiment == "bags" || normal)
     for (Index n : {100, 150, 200, 250, 300, 350}) settings.push_back({"n = " + std::to_string(n), n, 150, 50});
   else if (args.experiment == "size")
-    for (double m : {25.0, 50.0, 100.0, 150.0}) settings.push_back({"N_mean = " + std::to_string(static_cast<int>(m)), 600, m, m / 2});
+    for (double m : {25.0, 50.0, 100.0, 150.0})
+      settings.push_back({"N_mean = " + std::to_string(static_cast<int>(m)), 600, m, m / 2});
   else {
     std::fprintf(stderr, "unknown experiment %s (bags, size, normal)\n", args.experiment.c_str());
     return 2;
@@ -240,17 +251,18 @@ int main(int argc, char** argv) {
   const auto& methods = normal ? kNormalMethods : kPoissonMethods;
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::map<std::string, std::vector<double>>> pooled;  // metric -> method -> values
-  std::printf("## swiss roll: %s (%d repetitions, M = %ld, L-BFGS up to %d evaluations)\n\n", args.experiment.c_str(), args.reps,
-              static_cast<long>(args.inducing), args.epochs);
+  std::printf("## swiss roll: %s (%d repetitions, M = %ld, L-BFGS up to %d evaluations)\n\n", args.experiment.c_str(),
+              args.reps, static_cast<long>(args.inducing), args.epochs);
   const char* metrics[] = {"nll", "mse", "test_nll", "calibration"};
-  const char* titles[] = {"individual NLL (train pixels)", "individual MSE (train pixels)", "bag NLL (500 test bags, mean)",
-                          "calibration error of 70-95 % intervals"};
+  const char* titles[] = {"individual NLL (train pixels)", "individual MSE (train pixels)",
+                          "bag NLL (500 test bags, mean)", "calibration error of 70-95 % intervals"};
   std::map<std::string, std::vector<std::string>> rows;  // metric -> table rows
   for (size_t si = 0; si < settings.size(); ++si) {
     const auto& s = settings[si];
     std::map<std::string, std::map<std::string, std::vector<double>>> vals;
     for (int rep = 0; rep < args.reps; ++rep) {
-      const Run r = run_once(args, s.bags, s.mean, s.sd, normal, 1000 * (si + 1) + static_cast<unsigned long long>(rep));
+      const Run r =
+          run_once(args, s.bags, s.mean, s.sd, normal, 1000 * (si + 1) + static_cast<unsigned long long>(rep));
       const std::map<std::string, double>* by_metric[] = {&r.nll, &r.mse, &r.test_nll, &r.calibration};
       for (int k = 0; k < 4; ++k)
         for (const auto& [m, v] : *by_metric[k]) {
@@ -264,8 +276,10 @@ int main(int argc, char** argv) {
       for (const auto& m : methods) {
         const auto it = vals[metrics[k]].find(m);
         char cell[64];
-        if (it == vals[metrics[k]].end()) std::snprintf(cell, sizeof cell, " — |");
-        else std::snprintf(cell, sizeof cell, " %.4f ± %.4f |", mean_of(it->second), sd_of(it->second));
+        if (it == vals[metrics[k]].end())
+          std::snprintf(cell, sizeof cell, " — |");
+        else
+          std::snprintf(cell, sizeof cell, " %.4f ± %.4f |", mean_of(it->second), sd_of(it->second));
         row += cell;
       }
       rows[metrics[k]].push_back(row);
@@ -284,9 +298,12 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
   // One-sided Wilcoxon signed-rank tests over every run of the experiment: is VBAgg lower?
-  std::printf("### one-sided Wilcoxon signed-rank p-values (all %zu runs paired)\n\n| VBAgg variant | metric | vs nystrom | vs constant | vs bag_pixel |\n|---|---|---|---|---|\n",
-              pooled["test_nll"].begin()->second.size());
-  for (const std::string v : normal ? std::vector<std::string>{"vbagg"} : std::vector<std::string>{"vbagg_exp", "vbagg_exp_delta", "vbagg_square"})
+  std::printf(
+      "### one-sided Wilcoxon signed-rank p-values (all %zu runs paired)\n\n| VBAgg variant | metric | vs nystrom | vs "
+      "constant | vs bag_pixel |\n|---|---|---|---|---|\n",
+      pooled["test_nll"].begin()->second.size());
+  for (const std::string v : normal ? std::vector<std::string>{"vbagg"}
+                                    : std::vector<std::string>{"vbagg_exp", "vbagg_exp_delta", "vbagg_square"})
     for (const char* metric : {"nll", "mse", "test_nll"}) {
       if (pooled[metric].empty()) continue;
       auto p = [&](const std::string& other) {

@@ -203,8 +203,9 @@ void write_meta(const std::filesystem::path& path, const Args& a, const Dataset&
   const auto& parts = model.kernel.parts();
   for (size_t c = 0; c < parts.size(); ++c) {
     const auto& p = parts[c];
-    s += std::string(c ? ", " : "") + "{\"type\": \"" + to_string(p.type) + "\", \"begin\": " + std::to_string(p.begin) +
-         ", \"dim\": " + std::to_string(p.dim) + ", \"lengthscales\": " + std::to_string(p.log_lengthscale.size()) + "}";
+    s += std::string(c ? ", " : "") + "{\"type\": \"" + to_string(p.type) +
+         "\", \"begin\": " + std::to_string(p.begin) + ", \"dim\": " + std::to_string(p.dim) +
+         ", \"lengthscales\": " + std::to_string(p.log_lengthscale.size()) + "}";
   }
   s += "],\n";
   s += "  \"elbo\": " + num(v.elbo) + ",\n";

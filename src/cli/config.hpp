@@ -13,8 +13,8 @@ namespace vbagg::cli {
 
 // Which data.* keys without a default a configuration must give.
 enum class RequiredData {
-  all,         // training and evaluation: covariates, population and units
-  not_units,   // prediction for a new area: units are optional (units.csv only when given)
+  all,        // training and evaluation: covariates, population and units
+  not_units,  // prediction for a new area: units are optional (units.csv only when given)
   none,
 };
 

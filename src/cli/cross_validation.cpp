@@ -86,10 +86,10 @@ Metrics pooled_metrics(const std::vector<Metrics>& folds) {
   p.count_pit = pool(folds, &Metrics::count_pit, units);
   p.pixel_coverage = pool(folds, &Metrics::pixel_coverage, pixels);
   // Scalars: the mean over folds (cross_validation_table adds their sd).
-  for (double Metrics::*field : {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean,
-                                 &Metrics::baseline_bag_log_mse, &Metrics::pixel_mse, &Metrics::pixel_correlation,
-                                 &Metrics::baseline_pixel_mse, &Metrics::baseline_pixel_correlation,
-                                 &Metrics::elbo_train})
+  for (double Metrics::*field :
+       {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean, &Metrics::baseline_bag_log_mse,
+        &Metrics::pixel_mse, &Metrics::pixel_correlation, &Metrics::baseline_pixel_mse,
+        &Metrics::baseline_pixel_correlation, &Metrics::elbo_train})
     p.*field = summarise(folds, field).mean;
   p.bag_nll_sum = 0;
   for (const Metrics& f : folds) p.bag_nll_sum += f.bag_nll_sum;
@@ -118,8 +118,8 @@ const std::vector<Row>& rows() {
 
 }  // namespace
 
-CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const std::string& truth_path,
-                               int samples, int threads, bool progress) {
+CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed,
+                               const std::string& truth_path, int samples, int threads, bool progress) {
   const io::BuiltData raw = io::build_dataset(m.config.data_config(), m.config.base_dir());
   const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
   Config config = m.config;
@@ -129,8 +129,10 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
   Progress bar("cross-validation", folds, progress);
   for (Index k = 0; k < folds; ++k) {
     Split split;
-    for (Index a = 0; a < raw.dataset.num_bags(); ++a) (fold[static_cast<size_t>(a)] == k ? split.holdout : split.train).push_back(a);
-    spdlog::info("fold {} of {}: {} training units, {} held out", k + 1, folds, split.train.size(), split.holdout.size());
+    for (Index a = 0; a < raw.dataset.num_bags(); ++a)
+      (fold[static_cast<size_t>(a)] == k ? split.holdout : split.train).push_back(a);
+    spdlog::info("fold {} of {}: {} training units, {} held out", k + 1, folds, split.train.size(),
+                 split.holdout.size());
     // The fold is held out of the fit entirely: the fit sees no holdout units.
     TrainRun run = train_on_split(config, raw, Split{split.train, {}}, threads, false);
     for (Index a : split.holdout) run.file.holdout_units.push_back(raw.dataset.bag_ids[static_cast<size_t>(a)]);
@@ -163,14 +165,15 @@ std::string cross_validation_table(const CrossValidation& cv) {
     }
     s << "\n";
   }
-  s << "interval level          counts covered (pooled)" << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)")
-    << "\n";
+  s << "interval level          counts covered (pooled)"
+    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)") << "\n";
   for (size_t l = 0; l < p.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
                   p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
     s << line;
     if (!p.pixel_coverage.empty()) {
-      std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l], p.pixel_coverage[l] - p.levels[l]);
+      std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l],
+                    p.pixel_coverage[l] - p.levels[l]);
       s << line;
     }
     s << "\n";
@@ -197,11 +200,11 @@ std::string cross_validation_json(const CrossValidation& cv) {
     if (!p.pixel_coverage.empty()) pixel_err.push_back(std::abs(p.pixel_coverage[l] - p.levels[l]));
   }
   s << "  \"interval_levels\": " << json_list(p.levels) << ",\n  \"count_coverage\": " << json_list(p.count_coverage)
-    << ",\n  \"count_coverage_error\": " << json_list(count_err) << ",\n  \"count_pit_histogram\": "
-    << json_list(p.count_pit);
+    << ",\n  \"count_coverage_error\": " << json_list(count_err)
+    << ",\n  \"count_pit_histogram\": " << json_list(p.count_pit);
   if (!p.pixel_coverage.empty())
-    s << ",\n  \"pixel_coverage\": " << json_list(p.pixel_coverage) << ",\n  \"pixel_coverage_error\": "
-      << json_list(pixel_err);
+    s << ",\n  \"pixel_coverage\": " << json_list(p.pixel_coverage)
+      << ",\n  \"pixel_coverage_error\": " << json_list(pixel_err);
   s << ",\n  \"fold_units\": [";
   for (size_t k = 0; k < cv.folds.size(); ++k) s << (k ? ", " : "") << cv.folds[k].units;
   s << "]\n}\n";

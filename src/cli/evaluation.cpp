@@ -58,8 +58,8 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
   // Poisson models (and the constant baseline) are scored by the Poisson NLL of their totals;
   // other likelihoods, and a unit effect, by their own predictive density.
-  const bool poisson = m.file.kind == "constant" ||
-                       (model.spec.likelihood == LikelihoodKind::poisson && !model.spec.unit_effect);
+  const bool poisson =
+      m.file.kind == "constant" || (model.spec.likelihood == LikelihoodKind::poisson && !model.spec.unit_effect);
   const bool counts = m.file.kind == "constant" || likelihood_of(model.spec.likelihood).is_count();
   if (poisson) {
     const BagNll nll = bag_poisson_nll(y, yhat);
@@ -111,7 +111,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     r.has_truth = true;
     io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
     Vector t(r.pixels), cb(r.pixels);
-    std::vector<Index> pixels;  // dataset pixel of each position
+    std::vector<Index> pixels;                          // dataset pixel of each position
     std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position), read in grid order
     Index pos = 0;
     for (Index k = 0; k < r.units; ++k) {
@@ -151,14 +151,14 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     r.baseline_pixel_correlation = correlation(bb, tt);
     // Calibration needs a posterior: point estimates (nystrom, constant) have none.
     if (has_uncertainty(m)) {
-    Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
-    for (size_t j = 0; j < ok.size(); ++j)
-      for (size_t l = 0; l < r.levels.size(); ++l) {
-        lo(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l));
-        hi(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l + 1));
-      }
-    const Vector cov = interval_coverage(tt, lo, hi);
-    r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
+      Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
+      for (size_t j = 0; j < ok.size(); ++j)
+        for (size_t l = 0; l < r.levels.size(); ++l) {
+          lo(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l));
+          hi(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l + 1));
+        }
+      const Vector cov = interval_coverage(tt, lo, hi);
+      r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
     }
   }
   return r;
@@ -218,9 +218,12 @@ std::string metrics_json(const Metrics& r) {
     count_err.push_back(std::abs(r.count_coverage[l] - r.levels[l]));
     if (!r.pixel_coverage.empty()) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
   }
-  s << "{\n  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units << ",\n  \"pixels\": " << r.pixels << ",\n"
-    << "  \"bag_nll_sum\": " << json_number(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << json_number(r.bag_nll_mean) << ",\n"
-    << "  \"bag_log_mse\": " << json_number(r.bag_log_mse) << ",\n  \"elbo_train\": " << json_number(r.elbo_train) << ",\n"
+  s << "{\n  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units
+    << ",\n  \"pixels\": " << r.pixels << ",\n"
+    << "  \"bag_nll_sum\": " << json_number(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << json_number(r.bag_nll_mean)
+    << ",\n"
+    << "  \"bag_log_mse\": " << json_number(r.bag_log_mse) << ",\n  \"elbo_train\": " << json_number(r.elbo_train)
+    << ",\n"
     << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage)
     << ",\n"
     << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
@@ -232,7 +235,8 @@ std::string metrics_json(const Metrics& r) {
       << ", \"pixel_correlation\": " << json_number(r.baseline_pixel_correlation);
   s << "}";
   if (r.has_truth)
-    s << ",\n  \"pixel\": {\"mse\": " << json_number(r.pixel_mse) << ", \"correlation\": " << json_number(r.pixel_correlation)
+    s << ",\n  \"pixel\": {\"mse\": " << json_number(r.pixel_mse)
+      << ", \"correlation\": " << json_number(r.pixel_correlation)
       << ", \"coverage\": " << (r.pixel_coverage.empty() ? "null" : json_list(r.pixel_coverage))
       << ", \"coverage_error\": " << (pixel_err.empty() ? "null" : json_list(pixel_err)) << "}";
   s << "\n}\n";

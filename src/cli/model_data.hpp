@@ -14,8 +14,8 @@ namespace vbagg::cli {
 
 struct LoadedModel {
   io::ModelFile file;
-  Config config;            // --config when given, else the model's own resolved configuration; --set applied
-  bool same_units = true;   // the configuration's units are those the model was trained on (not a new area)
+  Config config;           // --config when given, else the model's own resolved configuration; --set applied
+  bool same_units = true;  // the configuration's units are those the model was trained on (not a new area)
 };
 
 // `required`: which data.* keys a --config must give (prediction makes the units optional).

@@ -56,12 +56,14 @@ ModelSpec model_spec(const Config& c) {
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError((s.map_estimate ? std::string("model.kind nystrom: ")
-                                      : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
+    throw ConfigError((s.map_estimate
+                           ? std::string("model.kind nystrom: ")
+                           : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
                       e.what());
   }
   if (c.text("model.kind") == "constant" && !likelihood_of(s.likelihood).is_count())
-    throw ConfigError("model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
+    throw ConfigError(
+        "model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
   return s;
 }
 

@@ -12,6 +12,8 @@ using T = ParamType;
 const double kInf = 1e308;
 
 std::vector<Param> make_params() {
+  // One setting per block of lines, in the order key, type, default, choices, min, max, help.
+  // clang-format off
   return {
       // data
       {"data.covariates",
@@ -286,6 +288,7 @@ std::vector<Param> make_params() {
       // output
       {"output.dir", T::path, "out", {}, -kInf, kInf, "Output folder."},
   };
+  // clang-format on
 }
 
 }  // namespace

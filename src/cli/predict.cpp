@@ -48,12 +48,11 @@ std::string latent_unit(const Model& m) { return link_of(m.spec.link).latent_mea
 
 // What a pixel map shows: the smooth intensity, never the count noise of the bag likelihood.
 std::string map_includes(const Model& m) {
-  std::string s = std::string("the intensity Psi(f) of the GP f: ") +
-                  (m.spec.linear_inputs > 0 ? "linear mean in the covariates, " : "constant mean, ") +
-                  (m.spec.fixed_effects == FixedEffects::variational ? "with the uncertainty of its coefficients, "
-                                                                     : "") +
-                  "and its kernel terms; not the count noise of the " + to_string(m.spec.likelihood) +
-                  " likelihood";
+  std::string s =
+      std::string("the intensity Psi(f) of the GP f: ") +
+      (m.spec.linear_inputs > 0 ? "linear mean in the covariates, " : "constant mean, ") +
+      (m.spec.fixed_effects == FixedEffects::variational ? "with the uncertainty of its coefficients, " : "") +
+      "and its kernel terms; not the count noise of the " + to_string(m.spec.likelihood) + " likelihood";
   const auto extra = likelihood_of(m.spec.likelihood).param_names();
   if (!extra.empty()) s += " (" + extra.front() + " enters unit totals only)";
   if (m.spec.unit_effect) s += "; not the unit effect (it enters unit totals only)";
@@ -94,7 +93,8 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
       << (in_train     ? "train"
           : in_holdout ? "holdout"
                        : "new")
-      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << "," << n << "\n";
+      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << "," << n
+      << "\n";
   }
   io::write_text_atomic(path, s.str());
 }
@@ -182,8 +182,7 @@ int predict_main(int argc, char** argv) {
                    const std::string& unit) {
       auto writer = std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt);
       writer->set_metadata("VBAGG_MODEL_KIND", m.file.kind);
-      if (m.file.kind != "constant")
-        writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(model));
+      if (m.file.kind != "constant") writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(model));
       if (!posterior)
         writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + m.file.kind + " model is a point estimate");
       outs.push_back({what, index, std::move(writer), {}});
@@ -273,13 +272,27 @@ int predict_main(int argc, char** argv) {
           const Index k = static_cast<Index>(o.index);
           double v = NAN;
           switch (o.what) {
-            case Quantity::mean: v = p.mean[J]; break;
-            case Quantity::cases: v = pop[i] * p.mean[J]; break;
-            case Quantity::latent_mean: v = p.latent_mean[J]; break;
-            case Quantity::sd: v = p.sd[J]; break;
-            case Quantity::quantile: v = p.quantiles(J, k); break;
-            case Quantity::latent_sd: v = std::sqrt(p.latent_var[J]); break;
-            case Quantity::exceedance: v = p.exceedance(J, k); break;
+            case Quantity::mean:
+              v = p.mean[J];
+              break;
+            case Quantity::cases:
+              v = pop[i] * p.mean[J];
+              break;
+            case Quantity::latent_mean:
+              v = p.latent_mean[J];
+              break;
+            case Quantity::sd:
+              v = p.sd[J];
+              break;
+            case Quantity::quantile:
+              v = p.quantiles(J, k);
+              break;
+            case Quantity::latent_sd:
+              v = std::sqrt(p.latent_var[J]);
+              break;
+            case Quantity::exceedance:
+              v = p.exceedance(J, k);
+              break;
           }
           o.strip[i] = static_cast<float>(v);
         }

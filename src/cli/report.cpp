@@ -251,15 +251,15 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
        << "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
        << "pre{background:#f4f4f4;padding:1em}figure{display:inline-block;margin:0 1em 1em 0}"
        << "img{border:1px solid #ccc;image-rendering:pixelated}</style></head><body>\n"
-       << "<h1>vbagg evaluation</h1>\n<p>Model: " << m.file.kind << "; " << to_string(m.file.model.spec.likelihood) << " likelihood, "
-       << to_string(m.file.model.spec.link) << " link, " << to_string(m.file.model.spec.expectation)
-       << " expectation, " << m.file.model.num_inducing() << " inducing points; "
-       << m.file.training.epochs << " epochs (" << m.file.training.stop_reason << ").</p>\n"
+       << "<h1>vbagg evaluation</h1>\n<p>Model: " << m.file.kind << "; " << to_string(m.file.model.spec.likelihood)
+       << " likelihood, " << to_string(m.file.model.spec.link) << " link, " << to_string(m.file.model.spec.expectation)
+       << " expectation, " << m.file.model.num_inducing() << " inducing points; " << m.file.training.epochs
+       << " epochs (" << m.file.training.stop_reason << ").</p>\n"
        << "<h2>Metrics</h2>\n<pre>" << table << "</pre>\n<h2>Plots</h2>\n"
        << "<figure><img alt=\"calibration\" src=\"data:image/png;base64," << calibration_plot(r) << "\"></figure>\n"
-       << (r.count_pit.empty() ? std::string()
-                               : "<figure><img alt=\"PIT histogram\" src=\"data:image/png;base64," + pit_plot(r) +
-                                     "\"></figure>\n")
+       << (r.count_pit.empty()
+               ? std::string()
+               : "<figure><img alt=\"PIT histogram\" src=\"data:image/png;base64," + pit_plot(r) + "\"></figure>\n")
        << "<figure><img alt=\"observed vs predicted\" src=\"data:image/png;base64," << observed_vs_predicted_plot(r)
        << "\"></figure>\n<h2>Quick-look maps</h2>\n<p>Every unit pixel"
        << (stride > 1 ? ", one in " + std::to_string(stride) + " along each axis" : "")

@@ -41,7 +41,9 @@ void fit_constant(const Dataset& data, const Split& split, io::ModelFile& file, 
 void log_fixed_effects(const Model& model, const std::vector<std::string>& covariates) {
   const FixedEffectEstimates e = fixed_effect_estimates(model);
   const bool sd = model.spec.fixed_effects == FixedEffects::variational;
-  auto one = [&](Index k) { return sd ? fmt::format("{:.4g} ± {:.2g}", e.mean[k], e.sd[k]) : fmt::format("{:.4g}", e.mean[k]); };
+  auto one = [&](Index k) {
+    return sd ? fmt::format("{:.4g} ± {:.2g}", e.mean[k], e.sd[k]) : fmt::format("{:.4g}", e.mean[k]);
+  };
   std::string text = "intercept " + one(0);
   for (Index k = 1; k < e.mean.size(); ++k) text += ", " + covariates[static_cast<size_t>(k - 1)] + " " + one(k);
   spdlog::info("fixed effects ({}): {}", to_string(model.spec.fixed_effects), text);
@@ -83,8 +85,9 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
     std::snprintf(suffix, sizeof suffix, "epoch %d  objective %.6g  holdout NLL %.5g", e.epoch, e.elbo, e.holdout_nll);
     progress.update(e.epoch, suffix);
     if (e.epoch % log_every == 0 || e.epoch == 1)
-      spdlog::log(bar ? spdlog::level::debug : spdlog::level::info, "epoch {}: objective {:.8g}, holdout NLL {:.6g}, {:.1f} s",
-                  e.epoch, e.elbo, e.holdout_nll, e.seconds);
+      spdlog::log(bar ? spdlog::level::debug : spdlog::level::info,
+                  "epoch {}: objective {:.8g}, holdout NLL {:.6g}, {:.1f} s", e.epoch, e.elbo, e.holdout_nll,
+                  e.seconds);
     return true;
   };
   spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads", kind,

@@ -120,8 +120,7 @@ Country make_country(const CountryOptions& o) {
       c.unit_effect[u] = -0.5 * o.unit_noise_sd * o.unit_noise_sd + o.unit_noise_sd * normal(noise_rng);
   }
   for (int u = 0; u < o.units; ++u)
-    c.counts[u] =
-        static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
+    c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
   return c;
 }
 

@@ -7,8 +7,8 @@
 #include <random>
 
 #include "inducing.hpp"
-#include "natgrad.hpp"
 #include "likelihood.hpp"
+#include "natgrad.hpp"
 #include "objective.hpp"
 #include "param_layout.hpp"
 #include "predict.hpp"
@@ -199,8 +199,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       m2 = b2 * m2 + (1 - b2) * g.cwiseAbs2();
       const double c1 = 1 - std::pow(b1, static_cast<double>(step)), c2 = 1 - std::pow(b2, static_cast<double>(step));
       const Index rest = theta.size() - q_params;
-      theta.tail(rest).array() +=
-          lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
+      theta.tail(rest).array() += lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
       if (natural) {
         // A precision that is not positive definite (possible for the square link, whose
         // likelihood is not log-concave in f) halves the step until it is.
@@ -313,7 +312,8 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
     res.stop_reason = "line_search";
   }
   if (!std::isfinite(best_f))
-    throw NumericalError("the objective was non-finite at every point L-BFGS tried; the data or settings cannot be fitted");
+    throw NumericalError(
+        "the objective was non-finite at every point L-BFGS tried; the data or settings cannot be fitted");
   model.unpack(best_x);
   res.elbo = -best_f;
   return res;
@@ -346,7 +346,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.optimizer == Optimizer::natgrad) {
     if (model.spec.map_estimate)
       throw ConfigError(
-          "train.optimizer natgrad needs a variational posterior; a MAP estimate (model.kind nystrom) has none: use adam");
+          "train.optimizer natgrad needs a variational posterior; a MAP estimate (model.kind nystrom) has none: use "
+          "adam");
     if (!(options.natgrad_step > 0 && options.natgrad_step <= 1))
       throw ConfigError("train.natgrad_step must be in (0, 1]");
   }

@@ -49,7 +49,7 @@ struct FitOptions {
   // Stop when the epoch objective (for L-BFGS the best so far) moved by less than this, relative,
   // over the last 10 epochs (0: off).
   double tolerance = 0;
-  int patience = 0;      // early stopping: epochs without holdout improvement (0: off)
+  int patience = 0;  // early stopping: epochs without holdout improvement (0: off)
   int lbfgs_memory = 10;
   // Likelihood parameters that ask for it (BagLikelihood::fit_parameters_later: the negative
   // binomial's dispersion) and the unit effect held fixed in a first fit of at most

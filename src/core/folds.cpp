@@ -11,15 +11,15 @@ std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned 
   const Index n = centroids.cols();
   if (folds < 2) throw ConfigError("cross-validation needs at least 2 folds");
   if (folds > n)
-    throw ConfigError("cross-validation with " + std::to_string(folds) + " folds needs at least as many units; there are " +
-                      std::to_string(n));
+    throw ConfigError("cross-validation with " + std::to_string(folds) +
+                      " folds needs at least as many units; there are " + std::to_string(n));
   KMeansOptions km;
   km.seed = seed;
   km.iterations = 50;
   const Matrix centres = kmeans_plus_plus(centroids, folds, km);
   if (centres.cols() < folds)
-    throw ConfigError("only " + std::to_string(centres.cols()) + " distinct unit centroids: " +
-                      std::to_string(folds) + " spatial folds are not possible");
+    throw ConfigError("only " + std::to_string(centres.cols()) + " distinct unit centroids: " + std::to_string(folds) +
+                      " spatial folds are not possible");
   std::vector<Index> fold(static_cast<size_t>(n));
   std::vector<Index> size(static_cast<size_t>(folds), 0);
   for (Index a = 0; a < n; ++a) {

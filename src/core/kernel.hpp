@@ -63,8 +63,7 @@ class Kernel {
                   KernelCache& cache) const;
   // Given G = dL/dK for the last evaluation that filled `cache`, adds dL/dtheta to grad_theta and,
   // when grad_X1 is non-null, dL/dX1 (D x n1) to *grad_X1. Consumes the cache.
-  void cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta,
-                      Matrix* grad_X1) const;
+  void cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta, Matrix* grad_X1) const;
 
  private:
   std::vector<KernelPart> parts_;

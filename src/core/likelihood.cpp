@@ -21,9 +21,7 @@ const std::vector<const BagLikelihood*>& likelihood_registry() {
   return all;
 }
 
-const BagLikelihood& likelihood_of(LikelihoodKind kind) {
-  return *likelihood_registry().at(static_cast<size_t>(kind));
-}
+const BagLikelihood& likelihood_of(LikelihoodKind kind) { return *likelihood_registry().at(static_cast<size_t>(kind)); }
 
 // Sampling reads the nystrom form of q (MODEL.md 4e ii), whatever the likelihood.
 BagNeeds bag_needs(const ModelSpec& spec) {

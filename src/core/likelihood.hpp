@@ -49,8 +49,8 @@ class BagLikelihood {
   virtual Vector aggregate_weights(const ModelSpec&, const Vector& w) const { return w; }
   // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
   // its pixels (weights w as stored in the data) and its unit effect (count likelihoods).
-  virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
-                                const Vector& v, const UnitEffectMoments& unit) const = 0;
+  virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+                                const UnitEffectMoments& unit) const = 0;
   // log p(y | eta) of the bag's observation given its aggregate eta = sum_i w_i Psi(f_i) (aggregate
   // weights w), with d/d eta, d/d params and (count likelihoods with a unit effect, which this
   // integrates out) d/d unit_log_sd: the sampled expectation (MODEL.md 4e ii) averages it over

@@ -39,8 +39,8 @@ class LinkFunction {
   virtual double psi_derivative(double f) const = 0;
   virtual double mean(double m, double s2) const = 0;
   virtual double variance(double m, double s2) const = 0;
-  virtual double quantile(double m, double s2, double q) const = 0;      // q in (0, 1)
-  virtual double exceedance(double m, double s2, double t) const = 0;    // P(lambda > t)
+  virtual double quantile(double m, double s2, double q) const = 0;    // q in (0, 1)
+  virtual double exceedance(double m, double s2, double t) const = 0;  // P(lambda > t)
   // sum_i w_i E[lambda_i] over pixels with latent marginals m, s2: a bag's expected total.
   double expected_total(const Eigen::Ref<const Vector>& w, const Eigen::Ref<const Vector>& m,
                         const Eigen::Ref<const Vector>& s2) const;

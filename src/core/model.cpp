@@ -1,12 +1,11 @@
 #include "model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
-#include <algorithm>
-
 #include "likelihood.hpp"
-#include "link.hpp"
 #include "linalg.hpp"
+#include "link.hpp"
 
 namespace vbagg {
 
@@ -78,8 +77,9 @@ void ModelSpec::validate() const {
   if (expectation == Expectation::delta && !lik.has_delta_method())
     throw ConfigError("likelihood '" + to_string(likelihood) + "' has no delta-method expectation (use bound)");
   if (expectation == Expectation::sample && (map_estimate || covariance != CovarianceMode::nystrom))
-    throw ConfigError("the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
-                      "covariance 'nystrom' and no MAP estimate");
+    throw ConfigError(
+        "the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
+        "covariance 'nystrom' and no MAP estimate");
   if (fixed_effects == FixedEffects::variational && map_estimate)
     throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
   if (expectation == Expectation::sample && samples < 1) throw ConfigError("the number of samples must be at least 1");
@@ -87,12 +87,14 @@ void ModelSpec::validate() const {
     throw ConfigError(
         "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
   if (unit_effect && (!lik.is_count() || map_estimate))
-    throw ConfigError("a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
-                      "variational model; likelihood '" + to_string(likelihood) + "'" +
-                      (map_estimate ? " with a MAP estimate" : "") + " has none");
+    throw ConfigError(
+        "a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
+        "variational model; likelihood '" +
+        to_string(likelihood) + "'" + (map_estimate ? " with a MAP estimate" : "") + " has none");
   if (unit_effect && link == Link::exp && expectation == Expectation::bound)
-    throw ConfigError("a unit effect is integrated with the second-order moments of the log rate (or over draws of "
-                      "it): with the exp link it needs expectation 'delta' or 'sample'");
+    throw ConfigError(
+        "a unit effect is integrated with the second-order moments of the log rate (or over draws of "
+        "it): with the exp link it needs expectation 'delta' or 'sample'");
 }
 
 ModelGradient::ModelGradient(const Model& m)

@@ -106,12 +106,12 @@ struct UnitEffectMoments {
 struct Model {
   ModelSpec spec;
   Kernel kernel;
-  Matrix inducing;         // D x M inducing inputs W
+  Matrix inducing;  // D x M inducing inputs W
   // q(v) over the M whitened inducing values, then spec.num_fixed_effects() whitened fixed effects.
-  Vector q_mean;           // m_v (num_q())
-  Matrix q_chol;           // L_v (num_q() x num_q() lower, positive diagonal)
-  double mean = 0.0;       // constant prior mean mu
-  Vector linear_mean;      // beta (spec.num_linear_point() entries)
+  Vector q_mean;       // m_v (num_q())
+  Matrix q_chol;       // L_v (num_q() x num_q() lower, positive diagonal)
+  double mean = 0.0;   // constant prior mean mu
+  Vector linear_mean;  // beta (spec.num_linear_point() entries)
   // The likelihood's own parameters, named by BagLikelihood::param_names (log tau of the Normal
   // model, log r of the negative binomial; empty for Poisson).
   Vector likelihood_params;
@@ -142,7 +142,7 @@ struct ModelGradient {
   Vector likelihood;  // with respect to Model::likelihood_params
   // With respect to log sigma_u of the unit effect (empty without it).
   Vector unit_effect;
-  Matrix inducing;    // D x M
+  Matrix inducing;  // D x M
 
   explicit ModelGradient(const Model& m);
   ModelGradient& operator+=(const ModelGradient& o);
@@ -156,11 +156,11 @@ struct ModelGradient {
 // prior sd s. Whitening maps them by Lambda = blockdiag(L^{-1}, I_P), so f(x) = mu + phi^T Lambda^T
 // w with w ~ q = N(m_v, L_v L_v^T) and the prior N(0, I).
 struct Posterior {
-  Matrix L;                // chol(K_WW + eps I)
-  Matrix Linv;             // L^{-1}
-  Matrix Lambda;           // blockdiag(L^{-1}, I_P)
-  Vector alpha;            // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
-  Matrix B;                // L_v^T Lambda
+  Matrix L;       // chol(K_WW + eps I)
+  Matrix Linv;    // L^{-1}
+  Matrix Lambda;  // blockdiag(L^{-1}, I_P)
+  Vector alpha;   // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
+  Matrix B;       // L_v^T Lambda
   // blockdiag(L^{-T} L^{-1}, 0) - B^T B: variance s^2(x) = k(x,x) - phi(x)^T Q phi(x)
   Matrix Q;
   double kdiag = 0;        // k(x, x)

@@ -7,7 +7,8 @@
 namespace vbagg {
 
 bool natural_gradient_step(Model& model, const Vector& grad_mean, const Matrix& grad_cov, double step) {
-  if (model.spec.map_estimate) throw ConfigError("natural-gradient steps need a variational posterior, not a MAP estimate");
+  if (model.spec.map_estimate)
+    throw ConfigError("natural-gradient steps need a variational posterior, not a MAP estimate");
   const Matrix Lv_inv = lower_inverse(model.q_chol);
   const Matrix P = Lv_inv.transpose() * Lv_inv;  // S^{-1}
   // With the KL of N(0, I): dELBO/dS = grad_cov - (I - P)/2 and dELBO/dm = grad_mean - m, so

@@ -106,7 +106,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     if (model.spec.map_estimate)
       s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
     else
-      s2.segment(off, len) = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+      s2.segment(off, len) =
+          (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     if (needs == BagNeeds::nystrom) {
       if (model.spec.map_estimate)
         T.middleCols(off, len).setZero();  // a point mass has no covariance
@@ -243,8 +244,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     throw DataError("the data have " + std::to_string(data.num_inputs()) + " inputs but the model expects " +
                     std::to_string(model.num_inputs()));
   if (model.spec.linear_inputs > model.num_inputs())
-    throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) + " coefficients but the model " +
-                      std::to_string(model.num_inputs()) + " inputs");
+    throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) +
+                      " coefficients but the model " + std::to_string(model.num_inputs()) + " inputs");
   const Posterior post = compute_posterior(model);
   const BagNeeds needs = bag_needs(model.spec);
   const bool with_grad = grad != nullptr;
@@ -257,8 +258,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
     acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_point(),
-                     model.likelihood_params.size(),
-                     unit_params, with_grad ? needs : BagNeeds::marginals);
+                     model.likelihood_params.size(), unit_params, with_grad ? needs : BagNeeds::marginals);
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
   // keeps one workspace for all its slots.
@@ -286,8 +286,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   out.jitter_used = post.jitter_used;
   ModelGradient g(model);
   if (with_grad)
-    finish_gradient(model, post, acc[0], g,
-                    options.q_moments_gradient && !model.spec.map_estimate ? &out : nullptr);
+    finish_gradient(model, post, acc[0], g, options.q_moments_gradient && !model.spec.map_estimate ? &out : nullptr);
   ModelGradient gkl(model);
   out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;

@@ -70,8 +70,8 @@ const ParamBlock kLinearMean{
     [](const Model& m) { return m.spec.num_linear_point(); },
     [](const Model& m, double* out) {
       if (m.linear_mean.size() != m.spec.num_linear_point())
-        throw ConfigError("the model holds " + std::to_string(m.linear_mean.size()) +
-                          " linear-mean coefficients for " + std::to_string(m.spec.num_linear_point()) + " inputs");
+        throw ConfigError("the model holds " + std::to_string(m.linear_mean.size()) + " linear-mean coefficients for " +
+                          std::to_string(m.spec.num_linear_point()) + " inputs");
       Eigen::Map<Vector>(out, m.spec.num_linear_point()) = m.linear_mean;
     },
     [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_point()); },
@@ -161,7 +161,8 @@ const ParamBlock kInducing{
 }  // namespace
 
 const std::vector<ParamBlock>& param_blocks() {
-  static const std::vector<ParamBlock> blocks{kQMean, kQChol, kMean, kLinearMean, kKernel, kLikelihood, kUnitEffect, kInducing};
+  static const std::vector<ParamBlock> blocks{kQMean,  kQChol,      kMean,       kLinearMean,
+                                              kKernel, kLikelihood, kUnitEffect, kInducing};
   return blocks;
 }
 

@@ -70,9 +70,8 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
 #include <algorithm>
 #include <unordered_set>
 
-#include "likelihoods/count.hpp"
-
 #include "dataset.hpp"
+#include "likelihoods/count.hpp"
 #include "metrics.hpp"
 
 namespace vbagg {
@@ -148,8 +147,8 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
 
 }  // namespace
 
-std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
-                                                const std::vector<Index>& bags, int threads, bool fitted_units) {
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                                                int threads, bool fitted_units) {
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
   // the latent pass.

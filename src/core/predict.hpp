@@ -42,9 +42,8 @@ struct Dataset;
 // The unit effect of each listed bag: for a unit the model was fitted to (by Dataset::bag_id, when
 // fitted_units) its conditional given its count and its expected total, the
 // prior N(-sigma_u^2/2, sigma_u^2) for any other; (0, 0) without a unit effect.
-std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data,
-                                                const std::vector<Index>& bags, int threads,
-                                                bool fitted_units = true);
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                                                int threads, bool fitted_units = true);
 
 // Predicted bag totals yhat_a = E[e^u] sum_i c_i p_i E[lambda_i] for the listed bags (the factor
 // of the unit effect u as bag_unit_effects gives it: 1 for a unit not fitted, and without one).

@@ -63,7 +63,7 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
   const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
   EXPECT_NE(resolved.find("likelihood: negative_binomial"), std::string::npos);  // defaults filled in
-  EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);  // paths made absolute
+  EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);     // paths made absolute
   std::istringstream history(read_file(d() + "/fit/history.csv"));
   std::string line;
   int rows = 0;
@@ -287,8 +287,8 @@ TEST_F(EndToEnd, PredictsANewAreaWithTheSameCovariateNames) {
   std::ofstream(d() + "/other/maps_only.yaml")
       << "data:\n  covariates: [{path: night_lights.tif, name: lights}, temperature.tif, rainfall.tif, "
          "travel_time.tif]\n  population: {path: population.tif}\n";
-  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/other/maps_only.yaml --out " +
-          d() + "/maps_only -q");
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() +
+          "/other/maps_only.yaml --out " + d() + "/maps_only -q");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(d() + "/maps_only/intensity_q0.975.tif"));
   EXPECT_FALSE(fs::exists(d() + "/maps_only/units.csv"));
@@ -326,7 +326,8 @@ TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
   for (const std::string kind : {"constant", "nystrom", "bag_pixel"}) {
     SCOPED_TRACE(kind);
     const std::string fit = d() + "/fit_" + kind, maps = fit + "/maps";
-    auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + fit + " --set model.kind=" + kind + " -q");
+    auto r =
+        run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + fit + " --set model.kind=" + kind + " -q");
     ASSERT_EQ(r.code, 0) << r.output;
     EXPECT_NE(read_file(fit + "/model.yaml").find("kind: " + kind), std::string::npos);
     r = run(bin("vbagg-predict") + " --model " + fit + "/model.yaml --out " + maps + " -q");
@@ -339,8 +340,8 @@ TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
     io::DatasetPtr ds = io::open_raster(maps + "/intensity_mean.tif");
     EXPECT_STREQ(ds->GetMetadataItem("VBAGG_MODEL_KIND"), kind.c_str());
     if (!posterior) EXPECT_NE(ds->GetMetadataItem("VBAGG_UNCERTAINTY"), nullptr);
-    r = run(bin("vbagg-eval") + " --model " + fit + "/model.yaml --truth " + d() + "/data/truth_intensity.tif --json " + fit +
-            "/metrics.json");
+    r = run(bin("vbagg-eval") + " --model " + fit + "/model.yaml --truth " + d() + "/data/truth_intensity.tif --json " +
+            fit + "/metrics.json");
     ASSERT_EQ(r.code, 0) << r.output;
     const std::string json = read_file(fit + "/metrics.json");
     EXPECT_NE(json.find("\"model\": \"" + kind + "\""), std::string::npos) << json;

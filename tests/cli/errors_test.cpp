@@ -180,7 +180,8 @@ namespace {
 TEST(Errors, KilledTrainingLeavesNoPartialModel) {
   Project p;
   const std::string cfg = p.config("model:\n  inducing: {count: 60}\n");
-  const std::string train = bin("vbagg-train") + " --config " + cfg + " --out " + p.d + "/fit -q --set train.epochs=400";
+  const std::string train =
+      bin("vbagg-train") + " --config " + cfg + " --out " + p.d + "/fit -q --set train.epochs=400";
   for (double delay : {0.15, 0.4, 0.8}) {
     const auto r = run("timeout -s KILL " + std::to_string(delay) + " " + train);
     if (r.code == 0) continue;  // finished before the kill

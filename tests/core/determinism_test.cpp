@@ -52,14 +52,11 @@ TEST_P(Determinism, SameSeedSameModel) {
   EXPECT_GT((a.head(20) - d.head(20)).cwiseAbs().maxCoeff(), 1e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, Determinism,
-                         ::testing::Values(std::make_tuple(Optimizer::adam, Link::exp),
-                                           std::make_tuple(Optimizer::adam, Link::square),
-                                           std::make_tuple(Optimizer::lbfgs, Link::exp),
-                                           std::make_tuple(Optimizer::natgrad, Link::exp)),
-                         [](const auto& info) {
-                           return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Optimizers, Determinism,
+    ::testing::Values(std::make_tuple(Optimizer::adam, Link::exp), std::make_tuple(Optimizer::adam, Link::square),
+                      std::make_tuple(Optimizer::lbfgs, Link::exp), std::make_tuple(Optimizer::natgrad, Link::exp)),
+    [](const auto& info) { return to_string(std::get<0>(info.param)) + "_" + to_string(std::get<1>(info.param)); });
 
 // The objective and its gradient are bit-identical for every thread count up to the slot count,
 // including the O(M^3) products that Eigen splits among threads.

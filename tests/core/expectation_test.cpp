@@ -250,8 +250,9 @@ TEST(Expectation, SampledNormalTermAveragesToTheClosedForm) {
 // Fresh draws every step, the same draws for the same step whatever the thread count.
 TEST(Expectation, SampledDrawsDependOnTheStepOnly) {
   const Dataset data = test::random_dataset(6, 3, 10, kD, LikelihoodKind::poisson, 71);
-  const Model model = test::random_model(count_spec(LikelihoodKind::poisson, Expectation::sample, CovarianceMode::nystrom),
-                                         make_kernel("ard", "none", kD, 0), 5, kD, 72);
+  const Model model =
+      test::random_model(count_spec(LikelihoodKind::poisson, Expectation::sample, CovarianceMode::nystrom),
+                         make_kernel("ard", "none", kD, 0), 5, kD, 72);
   ObjectiveOptions one, two;
   two.threads = 2;
   one.draw_step = two.draw_step = 7;

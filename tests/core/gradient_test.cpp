@@ -68,7 +68,8 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
-                         ::testing::Combine(::testing::Range<size_t>(0, likelihood_cases().size()), ::testing::Range<size_t>(0, 6)),
+                         ::testing::Combine(::testing::Range<size_t>(0, likelihood_cases().size()),
+                                            ::testing::Range<size_t>(0, 6)),
                          [](const auto& info) {
                            return likelihood_cases()[std::get<0>(info.param)].name + "_" +
                                   kernel_cases()[std::get<1>(info.param)].first;

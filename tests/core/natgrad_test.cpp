@@ -1,9 +1,10 @@
 // The data term's gradient with respect to q's moments, and the natural-gradient step built on it.
+#include "core/natgrad.hpp"
+
 #include <gtest/gtest.h>
 
 #include <Eigen/Cholesky>
 
-#include "core/natgrad.hpp"
 #include "core/objective.hpp"
 #include "test_util.hpp"
 
@@ -11,7 +12,6 @@ namespace vbagg {
 namespace {
 
 const Index kD = 3, kM = 5;
-
 
 // Every registered variational combination (the MAP variants have no q covariance). The sampled
 // expectation is left out: at fixed draws it reads L_v, not only S_v = L_v L_v^T, so its q-moment

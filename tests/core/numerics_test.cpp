@@ -64,7 +64,9 @@ TEST(Numerics, CovariatesOfMillionMagnitude) {
   expect_fits(d, ModelSpec{}, 10);
 }
 
-TEST(Numerics, SingleUnit) { expect_fits(test::random_dataset(1, 30, 30, 2, LikelihoodKind::poisson, 4), ModelSpec{}, 5); }
+TEST(Numerics, SingleUnit) {
+  expect_fits(test::random_dataset(1, 30, 30, 2, LikelihoodKind::poisson, 4), ModelSpec{}, 5);
+}
 
 TEST(Numerics, MoreInducingPointsThanPixels) {
   const Dataset d = test::random_dataset(3, 2, 3, 2, LikelihoodKind::poisson, 5);

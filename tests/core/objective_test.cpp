@@ -40,7 +40,6 @@ void dense_posterior(const Model& model, const Matrix& Xa, Vector& mean, Matrix&
   }
 }
 
-
 // Monte Carlo estimate of E_q log Poisson(y | sum_i p_i Psi(f_i)) for one bag.
 double mc_expected_loglik(const Vector& mean, const Matrix& cov, const Vector& p, double y, Link link, int samples,
                           double* stderr_out) {
@@ -68,8 +67,8 @@ double mc_expected_loglik(const Vector& mean, const Matrix& cov, const Vector& p
 TEST(Objective, MarginalsMatchDensePosterior) {
   const Index D = 3;
   const Dataset data = test::random_dataset(3, 5, 12, D, LikelihoodKind::poisson, 11);
-  const Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact), make_kernel("ard", "none", D, 0), 6, D, 12);
+  const Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact),
+                                         make_kernel("ard", "none", D, 0), 6, D, 12);
   const Posterior post = compute_posterior(model);
   Vector m, v, mean;
   Matrix cov;
@@ -81,8 +80,8 @@ TEST(Objective, MarginalsMatchDensePosterior) {
 
 TEST(Objective, KlMatchesDirectGaussianKl) {
   const Index D = 2, M = 7;
-  const Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact), make_kernel("rbf", "none", D, 0), M, D, 3);
+  const Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact),
+                                         make_kernel("rbf", "none", D, 0), M, D, 3);
   // KL(N(eta_u, Sigma_u) || N(mu, K_WW)) computed with dense inverses and log-determinants: the
   // whitening must leave it unchanged.
   Matrix Kww;
@@ -104,8 +103,8 @@ TEST(Objective, KlMatchesDirectGaussianKl) {
 TEST(Objective, JensenBoundIsBelowMonteCarlo) {
   const Index D = 3;
   Dataset data = test::random_dataset(5, 3, 20, D, LikelihoodKind::poisson, 21);
-  const Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact), make_kernel("rbf", "none", D, 0), 6, D, 22);
+  const Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact),
+                                         make_kernel("rbf", "none", D, 0), 6, D, 22);
   for (Index a = 0; a < data.num_bags(); ++a) {
     const Index b = data.bag_begin(a), n = data.bag_size(a);
     const Matrix Xa = data.inputs.middleCols(b, n);
@@ -155,8 +154,8 @@ TEST(Objective, ExponentialBoundIsBelowMonteCarlo) {
 TEST(Objective, TaylorIsCloseToMonteCarloOnLargeCounts) {
   const Index D = 3;
   Dataset data = test::random_dataset(4, 20, 40, D, LikelihoodKind::poisson, 31);
-  Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::square, CovarianceMode::exact), make_kernel("rbf", "none", D, 0), 6, D, 32);
+  Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::square, CovarianceMode::exact),
+                                   make_kernel("rbf", "none", D, 0), 6, D, 32);
   model.mean = 6.0;  // rates around 36 per pixel: bag totals in the thousands
   model.q_chol *= 0.3;
   for (Index a = 0; a < data.num_bags(); ++a) {
@@ -184,7 +183,8 @@ TEST(Objective, ExactAndNystromAgreeWhenInducingPointsArePixels) {
   for (auto lik : {LikelihoodKind::poisson, LikelihoodKind::normal}) {
     const Link link = lik == LikelihoodKind::poisson ? Link::square : Link::identity;
     const Dataset data = test::random_dataset(4, 3, 8, D, lik, 41);
-    Model model = test::random_model(test::spec_of(lik, link, CovarianceMode::exact), make_kernel("matern52", "none", D, 0), 4, D, 42);
+    Model model = test::random_model(test::spec_of(lik, link, CovarianceMode::exact),
+                                     make_kernel("matern52", "none", D, 0), 4, D, 42);
     // Replace W by the pixels themselves (M = N) with a fresh q of the right size.
     const Index N = data.num_pixels();
     model.inducing = data.inputs;
@@ -207,8 +207,8 @@ TEST(Objective, NystromDiffersFromExactWithFewInducingPoints) {
   // The two modes are distinct computations: with M << N they must not coincide.
   const Index D = 2;
   const Dataset data = test::random_dataset(4, 10, 20, D, LikelihoodKind::poisson, 51);
-  Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::square, CovarianceMode::exact), make_kernel("rbf", "none", D, 0), 3, D, 52);
+  Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::square, CovarianceMode::exact),
+                                   make_kernel("rbf", "none", D, 0), 3, D, 52);
   const double exact = elbo(model, data, nullptr).data_term;
   model.spec.covariance = CovarianceMode::nystrom;
   const double nystrom = elbo(model, data, nullptr).data_term;
@@ -219,8 +219,8 @@ TEST(Objective, MinibatchEstimateIsUnbiased) {
   // Averaging the scaled estimate over every single-bag minibatch gives the full-data ELBO.
   const Index D = 3;
   const Dataset data = test::random_dataset(7, 2, 9, D, LikelihoodKind::poisson, 61);
-  const Model model =
-      test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact), make_kernel("rbf", "none", D, 0), 4, D, 62);
+  const Model model = test::random_model(test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::exact),
+                                         make_kernel("rbf", "none", D, 0), 4, D, 62);
   const double full = elbo(model, data, nullptr).elbo;
   double avg = 0;
   for (Index a = 0; a < data.num_bags(); ++a) avg += elbo(model, data, {a}, 7.0, nullptr).elbo / 7.0;

@@ -56,7 +56,8 @@ inline std::vector<SpecCase> all_specs() {
             }
             if (agg == Aggregation::mean && s.likelihood != LikelihoodKind::normal) continue;
             const std::string name = std::string(lik->name()) + "_" + to_string(link) + "_" + to_string(ex) + "_" +
-                                     to_string(cov) + (s.likelihood == LikelihoodKind::normal ? "_" + to_string(agg) : "");
+                                     to_string(cov) +
+                                     (s.likelihood == LikelihoodKind::normal ? "_" + to_string(agg) : "");
             s.learn_inducing = true;
             out.push_back({name, s});
             // One linear-mean variant per likelihood and link (over the first two inputs).
@@ -84,7 +85,8 @@ inline std::vector<SpecCase> all_specs() {
             }
             // A unit effect on every count likelihood and link, with the second-order moments it
             // needs (nystrom form).
-            if (lik->is_count() && cov == CovarianceMode::nystrom && (ex == Expectation::delta || link == Link::square)) {
+            if (lik->is_count() && cov == CovarianceMode::nystrom &&
+                (ex == Expectation::delta || link == Link::square)) {
               ModelSpec u = s;
               u.unit_effect = true;
               out.push_back({name + "_unit", u});
@@ -153,8 +155,7 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
   m.linear_mean.resize(spec.num_linear_point());
   for (Index i = 0; i < spec.num_linear_point(); ++i) m.linear_mean[i] = 0.2 * normal(rng);
-  m.likelihood_params = Vector::Constant(
-      static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
+  m.likelihood_params = Vector::Constant(static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
   m.unit_effect.log_sd = -0.4;
   m.jitter = 1e-6;
   return m;

@@ -110,10 +110,11 @@ TEST(UnitEffect, PredictionsIntegrateTheEffect) {
     };
     const auto logpost = [&](double u) { return poisson_logp(y, t + u) + logprior(u); };
     const double z = log_integral(logpost, -10 * sigma, 10 * sigma, 20000);
-    const double mean = std::exp(log_integral([&](double u) { return logpost(u) + std::log(u + 20) - z; },
-                                              -10 * sigma, 10 * sigma, 20000)) - 20;
-    const double second = std::exp(log_integral([&](double u) { return logpost(u) + 2 * std::log(u + 20) - z; },
-                                                -10 * sigma, 10 * sigma, 20000));
+    const double mean = std::exp(log_integral([&](double u) { return logpost(u) + std::log(u + 20) - z; }, -10 * sigma,
+                                              10 * sigma, 20000)) -
+                        20;
+    const double second = std::exp(
+        log_integral([&](double u) { return logpost(u) + 2 * std::log(u + 20) - z; }, -10 * sigma, 10 * sigma, 20000));
     const double var = second - (mean + 20) * (mean + 20);
     EXPECT_NEAR(post[a].mean, mean, 1e-4 * std::sqrt(var)) << a;
     EXPECT_NEAR(post[a].var, var, 1e-4 * var) << a;

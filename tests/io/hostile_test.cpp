@@ -1,8 +1,8 @@
 // Hostile input files: each gets a clear error naming the culprit, or a documented recovery.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 
 #include "fixtures.hpp"
@@ -22,8 +22,9 @@ struct Files {
     const auto v = test::field(10, 10, [](int c, int r) { return c + 0.5 * r; });
     test::write_raster(dir / "a.tif", spec, {v});
     test::write_raster(dir / "pop.tif", spec, {std::vector<double>(100, 10.0)});
-    test::write_units(dir / "u.gpkg", "GPKG", 4326,
-                      {{std::string("west"), 5.0, test::box(0, 0, 5, 10)}, {std::string("east"), 7.0, test::box(5, 0, 10, 10)}});
+    test::write_units(
+        dir / "u.gpkg", "GPKG", 4326,
+        {{std::string("west"), 5.0, test::box(0, 0, 5, 10)}, {std::string("east"), 7.0, test::box(5, 0, 10, 10)}});
     config.covariates = {{"a.tif", "", "bilinear"}};
     config.population = {"pop.tif", "population", "sum"};
     config.units = {"u.gpkg", "", "ID", "cases"};
@@ -99,8 +100,9 @@ TEST(Hostile, EmptyVectorLayer) {
 
 TEST(Hostile, ShapefileWithoutPrjIsAssumedInTheGridCrs) {
   Files f;
-  test::write_units(f.dir / "u.shp", "ESRI Shapefile", 4326,
-                    {{std::string("west"), 5.0, test::box(0, 0, 5, 10)}, {std::string("east"), 7.0, test::box(5, 0, 10, 10)}});
+  test::write_units(
+      f.dir / "u.shp", "ESRI Shapefile", 4326,
+      {{std::string("west"), 5.0, test::box(0, 0, 5, 10)}, {std::string("east"), 7.0, test::box(5, 0, 10, 10)}});
   fs::remove(f.dir / "u.prj");
   f.config.units.path = "u.shp";
   const io::BuiltData b = f.build();
@@ -126,8 +128,9 @@ TEST(Hostile, ShapefileWithoutDbfNamesTheMissingFields) {
 
 TEST(Hostile, UnitsEntirelyOutsideTheGrids) {
   Files f;
-  test::write_units(f.dir / "far.gpkg", "GPKG", 4326,
-                    {{std::string("p"), 5.0, test::box(100, 40, 105, 45)}, {std::string("q"), 7.0, test::box(105, 40, 110, 45)}});
+  test::write_units(
+      f.dir / "far.gpkg", "GPKG", 4326,
+      {{std::string("p"), 5.0, test::box(100, 40, 105, 45)}, {std::string("q"), 7.0, test::box(105, 40, 110, 45)}});
   f.config.units.path = "far.gpkg";
   std::string m = f.error<DataError>();
   EXPECT_NE(m.find("unit 'p': no pixels"), std::string::npos) << m;

@@ -54,8 +54,8 @@ double CountLikelihood::aggregate_log_p(const Vector& params, const BagPosterior
   }
   double d1 = 0, d2 = 0;
   Vector dk, dc;
-  const double v =
-      log_pmf_constant(bag.y, params, g ? &dc : nullptr) + log_pmf_kernel(bag.y, t, params, &d1, &d2, g ? &dk : nullptr);
+  const double v = log_pmf_constant(bag.y, params, g ? &dc : nullptr) +
+                   log_pmf_kernel(bag.y, t, params, &d1, &d2, g ? &dk : nullptr);
   if (g) {
     g->d_eta = d1 / eta;
     g->d_params = dc + dk;
@@ -71,8 +71,8 @@ void CountLikelihood::initialise(const Dataset& train, Model& model) const {
   model.likelihood_params = initial_params(train, rate);
 }
 
-double CountLikelihood::predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
-                                       const Vector& v, const UnitEffectMoments& unit) const {
+double CountLikelihood::predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+                                       const UnitEffectMoments& unit) const {
   const double total = link_of(model.spec.link).expected_total(w, m, v);
   if (!(unit.var > 0)) return count_nll(y, std::exp(unit.mean) * total, model.likelihood_params);
   // A unit effect makes the count a mixture over u, much wider than the count model alone.

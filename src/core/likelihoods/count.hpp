@@ -34,7 +34,6 @@ class CountLikelihood : public BagLikelihood {
   virtual double count_nll(double y, double mean, const Vector& params) const = 0;
   virtual double count_draw(double mean, const Vector& params, std::mt19937_64& rng) const = 0;
 
-
   // log p(y | mean = e^s) = log_pmf_constant(y) + log_pmf_kernel(y, s): the part that depends on
   // s with its first two derivatives in s, and the rest; each with d/d params into dparams when
   // non-null (sized by the callee). For the unit effect's integral over the log rate.

@@ -48,8 +48,8 @@ class Exponential final : public BagLikelihood {
     model.likelihood_params.resize(0);
   }
 
-  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m,
-                        const Vector& v, const UnitEffectMoments&) const override {
+  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+                        const UnitEffectMoments&) const override {
     const double eta = link_of(model.spec.link).expected_total(w, m, v);
     return std::log(eta) + y / eta;
   }

@@ -68,14 +68,14 @@ class Normal final : public BagLikelihood {
 
   void initialise(const Dataset& train, Model& model) const override {
     model.mean = model.spec.aggregation == Aggregation::mean ? train.response.mean()
-                                                              : train.response.sum() / train.bag_weights().sum();
+                                                             : train.response.sum() / train.bag_weights().sum();
     model.likelihood_params = Vector::Zero(1);
   }
 
   // The bag value's predictive is Normal with the marginal variances (the joint covariance is
   // dropped, as the paper does).
-  double predictive_nll(const Model& model, double y, const Vector& w_in, const Vector& m,
-                        const Vector& v, const UnitEffectMoments&) const override {
+  double predictive_nll(const Model& model, double y, const Vector& w_in, const Vector& m, const Vector& v,
+                        const UnitEffectMoments&) const override {
     const Vector w = aggregate_weights(model.spec, w_in);
     const double mu = w.dot(m);
     const double var = std::exp(model.likelihood_params[0]) * w.squaredNorm() + w.array().square().matrix().dot(v);

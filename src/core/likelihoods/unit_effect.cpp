@@ -41,7 +41,10 @@ double mode_of(const CountLikelihood& lik, double y, double t, const Vector& par
   for (int it = 0; it < 200; ++it) {
     lik.log_pmf_kernel(y, t + u, params, &d1, &d2, nullptr);
     const double g = d1 - u / sigma2, c = -d2 + 1 / sigma2;
-    if (g > 0) lo = u; else hi = u;
+    if (g > 0)
+      lo = u;
+    else
+      hi = u;
     double next = u + std::max(-2.0, std::min(2.0, g / c));  // at most e^2 per step in the rate
     if (!(next > lo && next < hi)) next = std::isfinite(lo) && std::isfinite(hi) ? 0.5 * (lo + hi) : next;
     if (std::abs(next - u) < 1e-13 * (1 + std::abs(u)) || hi - lo < 1e-13 * (1 + std::abs(u))) {
@@ -56,9 +59,9 @@ double mode_of(const CountLikelihood& lik, double y, double t, const Vector& par
 }
 
 struct MixtureAtRate {
-  double value = 0;   // log int exp(k(t + u)) N(u; 0, sigma^2) du
-  double d1 = 0;      // d/dt
-  double d2 = 0;      // d^2/dt^2
+  double value = 0;  // log int exp(k(t + u)) N(u; 0, sigma^2) du
+  double d1 = 0;     // d/dt
+  double d2 = 0;     // d^2/dt^2
   double d_log_sd = 0;
   Vector dparams;
   double mode = 0;
@@ -79,8 +82,8 @@ MixtureAtRate mixture_at(const CountLikelihood& lik, double y, double t, const V
   std::vector<Vector> kp(with_params ? static_cast<size_t>(n) : 0);
   for (Index j = 0; j < n; ++j) {
     u[j] = out.mode + tau * q.nodes[j];
-    const double k = lik.log_pmf_kernel(y, t + u[j], params, &k1[j], &k2[j],
-                                        with_params ? &kp[static_cast<size_t>(j)] : nullptr);
+    const double k =
+        lik.log_pmf_kernel(y, t + u[j], params, &k1[j], &k2[j], with_params ? &kp[static_cast<size_t>(j)] : nullptr);
     L[j] = k - u[j] * u[j] / (2 * sigma2) + 0.5 * q.nodes[j] * q.nodes[j] + std::log(q.weights[j]);
   }
   Vector pi;

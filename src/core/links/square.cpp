@@ -84,8 +84,8 @@ class SquareLink final : public LinkFunction {
     const double E = o.mean;
     const double d_rho = d.rho - 0.5 * d.elog;
     const double dE = d.mean + d.elog / E - 2.0 * d_rho * o.rho / E;  // d l / dE
-    const double dV = 2.0 * d_rho / (E * E);                           // d l / d half_var
-    g.gm = dE * 2.0 * o.u;  // dE/dm_i = 2 p_i m_i
+    const double dV = 2.0 * d_rho / (E * E);                          // d l / d half_var
+    g.gm = dE * 2.0 * o.u;                                            // dE/dm_i = 2 p_i m_i
     g.gs2 = dE * p;
     if (spec.covariance == CovarianceMode::exact) {
       const Matrix& C = *b.C;
@@ -99,8 +99,7 @@ class SquareLink final : public LinkFunction {
       g.gs2 += dV * (2.0 * o.u.array().square() + 2.0 * p.array().square() * b.s2.array()).matrix();
       // dq/dT = 2 h u^T - 2 T diag(u^2); dt/dT = 4 G T P - 4 T diag(p^2 n)
       g.gT = dV * (2.0 * (2.0 * o.h * o.u.transpose() - 2.0 * T * o.u.array().square().matrix().asDiagonal()) +
-                   4.0 * o.G * T * p.asDiagonal() -
-                   4.0 * T * (p.array().square() * o.n.array()).matrix().asDiagonal());
+                   4.0 * o.G * T * p.asDiagonal() - 4.0 * T * (p.array().square() * o.n.array()).matrix().asDiagonal());
     }
   }
 };
