@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 
 #include "core/types.hpp"
 
@@ -23,6 +26,18 @@ void setup_logging(const std::string& app_name, bool quiet, bool verbose) {
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }
+
+void fault_point(const char* point) {
+  static const std::string fault = [] {
+    const char* f = std::getenv("VBAGG_FAULT");
+    return std::string(f ? f : "");
+  }();
+  if (fault.empty()) return;
+  const size_t colon = fault.rfind(':');
+  if (colon == std::string::npos || fault.compare(0, colon, point) != 0) return;
+  static std::atomic<long long> calls{0};
+  if (++calls == std::atoll(fault.c_str() + colon + 1)) std::raise(SIGKILL);
+}
 
 int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   try {

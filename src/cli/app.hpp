@@ -36,4 +36,11 @@ class Progress {
 
 bool stderr_is_terminal();
 
+// A fault to inject, for the tests of interrupted runs: with VBAGG_FAULT=<point>:<n> in the
+// environment, the n-th call of fault_point(<point>) kills the process with SIGKILL, as an
+// operator's kill -9 would at that moment, so those tests are exact rather than timed. Points:
+// "epoch" (training, after each epoch), "output" (vbagg-train, after each output file), "strip"
+// (vbagg-predict, after each strip of every map) and "map" (after each finished map).
+void fault_point(const char* point);
+
 }  // namespace vbagg::cli

@@ -298,11 +298,15 @@ int predict_main(int argc, char** argv) {
         }
       }
       for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
+      fault_point("strip");
       predicted += static_cast<long long>(valid.size());
       progress.update(row0 + rows);
     }
     progress.finish();
-    for (auto& o : outs) o.writer->finish();
+    for (auto& o : outs) {
+      o.writer->finish();
+      fault_point("map");
+    }
     spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
                  out);
     if (!data.units.path.empty()) {

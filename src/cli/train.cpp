@@ -59,7 +59,9 @@ int train_main(int argc, char** argv) {
     const TrainRun run = train_on_split(config, std::move(built), split, nthreads, !quiet);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     io::write_model_file(out_dir + "/model.yaml", run.file);
+    fault_point("output");
     io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml());
+    fault_point("output");
     io::write_text_atomic(out_dir + "/history.csv", run.history);
     spdlog::info("wrote {}/model.yaml, run.resolved.yaml and history.csv ({:.1f} s)", out_dir, seconds);
   });

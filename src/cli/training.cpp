@@ -88,6 +88,7 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
       spdlog::log(bar ? spdlog::level::debug : spdlog::level::info,
                   "epoch {}: objective {:.8g}, holdout NLL {:.6g}, {:.1f} s", e.epoch, e.elbo, e.holdout_nll,
                   e.seconds);
+    fault_point("epoch");
     return true;
   };
   spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads", kind,
