@@ -52,15 +52,16 @@ int eval_main(int argc, char** argv) {
     setup_logging("vbagg-eval", quiet, verbose);
     io::ensure_gdal_registered();
     const LoadedModel m = load_model(model_path, config_path, sets);
-    const int nthreads = thread_count(m.config, threads);
+    const Settings settings = settings_of(m.config);
+    const int nthreads = thread_count(settings, threads);
     // Cross-validation builds its own data; the model's inputs serve the report's maps.
     const io::BuiltData built = folds == 0 || !report.empty() ? model_dataset(m) : io::BuiltData();
-    const int samples = static_cast<int>(m.config.integer("predict.samples"));
+    const int samples = settings.predict.samples;
     Metrics r;
     std::string table, json_text;
     if (folds > 0) {
       const unsigned long long seed =
-          static_cast<unsigned long long>(cv_seed >= 0 ? cv_seed : m.config.integer("train.holdout.seed"));
+          cv_seed >= 0 ? static_cast<unsigned long long>(cv_seed) : settings.train.holdout_seed;
       const CrossValidation cv = cross_validate(m, folds, seed, truth, samples, nthreads, !quiet);
       r = cv.pooled;
       table = cross_validation_table(cv);

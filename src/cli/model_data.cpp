@@ -16,7 +16,7 @@ namespace {
 bool same_units_source(const LoadedModel& m) {
   std::string trained;
   if (const YAML::Node u = m.file.config["data"]["units"]; u && u["path"]) trained = u["path"].as<std::string>();
-  const std::string now = m.config.path("data.units.path");
+  const std::string now = m.config.data_config().units.path;
   return !now.empty() && fs::weakly_canonical(now) == fs::weakly_canonical(trained);
 }
 

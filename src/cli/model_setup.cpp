@@ -28,31 +28,31 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
   return s;
 }
 
-ModelSpec model_spec(const Config& c) {
+ModelSpec model_spec(const Settings& settings) {
+  const Settings::Model& c = settings.model;
   ModelSpec s;
-  s.likelihood = parse_likelihood(c.text("model.likelihood"));
-  s.link = parse_link(c.text("model.link"));
-  s.covariance = parse_covariance_mode(c.text("model.covariance"));
-  s.aggregation = parse_aggregation(c.text("model.aggregation"));
-  s.expectation = parse_expectation(c.text("model.expectation"));
-  s.learn_inducing = c.boolean("model.inducing.learn_locations");
-  s.map_estimate = c.text("model.kind") == "nystrom";
-  s.prior_precision = c.real("model.prior_precision");
-  s.linear_prior_sd = c.real("model.linear_prior_sd");
-  s.samples = static_cast<int>(c.integer("model.samples"));
-  s.fixed_effects = parse_fixed_effects(c.text("model.fixed_effects"));
-  const std::string unit_effect = c.text("model.unit_effect");
-  if (unit_effect == "auto") {
+  s.likelihood = c.likelihood;
+  s.link = c.link;
+  s.covariance = c.covariance;
+  s.aggregation = c.aggregation;
+  s.expectation = c.expectation;
+  s.learn_inducing = c.learn_inducing;
+  s.map_estimate = c.kind == ModelKind::nystrom;
+  s.prior_precision = c.prior_precision;
+  s.linear_prior_sd = c.linear_prior_sd;
+  s.samples = c.samples;
+  s.fixed_effects = c.fixed_effects;
+  if (c.unit_effect) {
+    s.unit_effect = *c.unit_effect;
+  } else {
     s.unit_effect = true;
     try {
       s.validate();
     } catch (const ConfigError&) {
       s.unit_effect = false;  // not defined for this model: auto leaves it off
     }
-  } else {
-    s.unit_effect = unit_effect == "true";
   }
-  if (c.text("model.kind") == "constant") s.unit_effect = false;
+  if (c.kind == ModelKind::constant) s.unit_effect = false;
   try {
     s.validate();
   } catch (const ConfigError& e) {
@@ -61,51 +61,50 @@ ModelSpec model_spec(const Config& c) {
                            : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
                       e.what());
   }
-  if (c.text("model.kind") == "constant" && !likelihood_of(s.likelihood).is_count())
+  if (c.kind == ModelKind::constant && !likelihood_of(s.likelihood).is_count())
     throw ConfigError(
         "model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
   return s;
 }
 
-Kernel model_kernel(const Config& c, Index covariates, Index coordinates) {
-  const std::string space = c.text("model.kernel.space");
+Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates) {
+  const std::string& space = settings.model.kernel_space;
   if (space != "none" && coordinates == 0)
     throw ConfigError("model.kernel.space is '" + space +
                       "' but data.coordinates is false; set model.kernel.space: none "
                       "or data.coordinates: true");
-  return make_kernel(c.text("model.kernel.covariates"), space, covariates, coordinates);
+  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates);
 }
 
-int thread_count(const Config& c, int cli_threads) {
-  const int t = cli_threads > 0 ? cli_threads : static_cast<int>(c.integer("train.threads"));
+int thread_count(const Settings& settings, int cli_threads) {
+  const int t = cli_threads > 0 ? cli_threads : settings.train.threads;
   return t > 0 ? t : omp_get_num_procs();
 }
 
-Optimizer choose_optimizer(const Config& c, Index training_pixels) {
-  const std::string name = c.text("train.optimizer");
-  if (name != "auto") return parse_optimizer(name);
+Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
+  if (settings.train.optimizer) return *settings.train.optimizer;
   // A sampled expectation needs fresh draws every step and plain gradient steps.
-  if (c.text("model.expectation") == "sample") return Optimizer::adam;
+  if (settings.model.expectation == Expectation::sample) return Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
-Index inducing_count(const Config& c, Index training_units) {
-  const Index set = c.integer("model.inducing.count");
-  if (set > 0) return set;
+Index inducing_count(const Settings& settings, Index training_units) {
+  if (settings.model.inducing_count > 0) return settings.model.inducing_count;
   return std::clamp<Index>((training_units + 2) / 3, 32, 200);
 }
 
-FitOptions fit_options(const Config& c, int threads, Index training_pixels) {
+FitOptions fit_options(const Settings& settings, int threads, Index training_pixels) {
+  const Settings::Train& t = settings.train;
   FitOptions o;
-  o.optimizer = choose_optimizer(c, training_pixels);
-  o.learning_rate = c.real("train.learning_rate");
-  o.natgrad_step = c.real("train.natgrad_step");
-  o.epochs = static_cast<int>(c.integer("train.epochs"));
-  o.first_stage_epochs = static_cast<int>(c.integer("train.first_stage_epochs"));
-  o.batch_bags = c.integer("train.batch_bags");
-  o.tolerance = c.real("train.tolerance");
-  o.patience = static_cast<int>(c.integer("train.patience"));
-  o.seed = static_cast<unsigned long long>(c.integer("train.seed"));
+  o.optimizer = choose_optimizer(settings, training_pixels);
+  o.learning_rate = t.learning_rate;
+  o.natgrad_step = t.natgrad_step;
+  o.epochs = t.epochs;
+  o.first_stage_epochs = t.first_stage_epochs;
+  o.batch_bags = t.batch_bags;
+  o.tolerance = t.tolerance;
+  o.patience = t.patience;
+  o.seed = t.seed;
   o.threads = threads;
   return o;
 }

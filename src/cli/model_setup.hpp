@@ -9,6 +9,7 @@
 #include "core/fit.hpp"
 #include "core/standardize.hpp"
 #include "io/build_dataset.hpp"
+#include "settings.hpp"
 
 namespace vbagg::cli {
 
@@ -19,20 +20,20 @@ struct Split {
 // Seeded split of the dataset's bags; at least one training bag, holdout rounded to the nearest bag.
 Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
 
-ModelSpec model_spec(const Config& config);
-Kernel model_kernel(const Config& config, Index covariates, Index coordinates);
+ModelSpec model_spec(const Settings& settings);
+Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates);
 // train.optimizer auto: full-batch L-BFGS up to this many training pixels (an objective pass
 // then costs well under a second, and L-BFGS needs the fewest passes), natural-gradient
 // minibatch steps above it.
 constexpr Index kFullBatchPixels = 200000;
-Optimizer choose_optimizer(const Config& config, Index training_pixels);
+Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
 // model.inducing.count, or with 0 (auto) one inducing point per three training units, at least 32
 // and at most 200: bag data resolve the map no finer than the units, and an objective pass costs
 // M^2 per pixel, so a small problem should not pay for a continent's M.
-Index inducing_count(const Config& config, Index training_units);
-FitOptions fit_options(const Config& config, int threads, Index training_pixels);
+Index inducing_count(const Settings& settings, Index training_units);
+FitOptions fit_options(const Settings& settings, int threads, Index training_pixels);
 // Threads from train.threads (0: every core), overridden by a positive --threads.
-int thread_count(const Config& config, int cli_threads);
+int thread_count(const Settings& settings, int cli_threads);
 
 // Throws ConfigError when writing any of `outputs` (file names) into out_dir would overwrite one
 // of the configuration's input files.

@@ -135,11 +135,12 @@ int predict_main(int argc, char** argv) {
     fmt.validate();
     const LoadedModel m = load_model(model_path, config_path, sets, RequiredData::not_units);
     const Model& model = m.file.model;
-    if (quantiles.empty()) quantiles = m.config.reals("predict.quantiles");
-    if (exceedance.empty()) exceedance = m.config.reals("predict.exceedance");
+    const Settings settings = settings_of(m.config);
+    if (quantiles.empty()) quantiles = settings.predict.quantiles;
+    if (exceedance.empty()) exceedance = settings.predict.exceedance;
     for (double q : quantiles)
       if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
-    const int nthreads = thread_count(m.config, threads);
+    const int nthreads = thread_count(settings, threads);
     fmt.threads = nthreads;
     io::ensure_writable_dir(out);
 
@@ -311,7 +312,7 @@ int predict_main(int argc, char** argv) {
                  out);
     if (!data.units.path.empty()) {
       write_units_csv(out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
-                      static_cast<int>(m.config.integer("predict.samples")), nthreads);
+                      settings.predict.samples, nthreads);
       spdlog::info("wrote {}/units.csv", out);
     }
   });

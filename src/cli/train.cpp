@@ -44,18 +44,19 @@ int train_main(int argc, char** argv) {
     const auto t0 = std::chrono::steady_clock::now();
     Config config = Config::load(config_path, sets);
     if (!out.empty()) config.set("output.dir", fs::absolute(out).string());
-    const std::string out_dir = config.path("output.dir");
+    const Settings settings = settings_of(config);
+    const std::string& out_dir = settings.output_dir;
     const io::DataConfig data_config = config.data_config();
     refuse_overwriting_inputs(out_dir, {"model.yaml", "run.resolved.yaml", "history.csv"}, data_config);
     io::ensure_writable_dir(out_dir);
-    const int nthreads = thread_count(config, threads);
-    model_spec(config);  // a bad model setting fails before the dataset is built
+    const int nthreads = thread_count(settings, threads);
+    model_spec(settings);  // a bad model setting fails before the dataset is built
 
     spdlog::info("building the dataset from {}", config_path);
     io::BuiltData built = io::build_dataset(data_config, config.base_dir());
     for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
-    const Split split = split_units(built.dataset.num_bags(), config.real("train.holdout.fraction"),
-                                    static_cast<unsigned long long>(config.integer("train.holdout.seed")));
+    const Split split =
+        split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
     const TrainRun run = train_on_split(config, std::move(built), split, nthreads, !quiet);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     io::write_model_file(out_dir + "/model.yaml", run.file);

@@ -51,19 +51,19 @@ void log_fixed_effects(const Model& model, const std::vector<std::string>& covar
 
 // The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
 // pseudo-pixel).
-void fit_gp(const Config& config, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,
+void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,
             bool show_progress, io::ModelFile& file, FitResult& result, std::ostringstream& history) {
   const Dataset& data = built.dataset;
-  const std::string kind = config.text("model.kind");
+  const ModelKind kind = settings.model.kind;
   const Index Dc = static_cast<Index>(built.covariates.size());
-  const Kernel kernel = model_kernel(config, Dc, built.num_coordinates);
-  if (config.text("model.mean_function") == "linear") spec.linear_inputs = Dc;
-  const Dataset fit_data = kind == "bag_pixel" ? collapse_bags(data) : Dataset();
-  const Dataset& d = kind == "bag_pixel" ? fit_data : data;
+  const Kernel kernel = model_kernel(settings, Dc, built.num_coordinates);
+  if (settings.model.linear_mean) spec.linear_inputs = Dc;
+  const Dataset fit_data = kind == ModelKind::bag_pixel ? collapse_bags(data) : Dataset();
+  const Dataset& d = kind == ModelKind::bag_pixel ? fit_data : data;
   InitOptions init;
-  init.inducing = inducing_count(config, static_cast<Index>(split.train.size()));
-  init.jitter = config.real("model.jitter");
-  init.seed = static_cast<unsigned long long>(config.integer("train.seed"));
+  init.inducing = inducing_count(settings, static_cast<Index>(split.train.size()));
+  init.jitter = settings.model.jitter;
+  init.seed = settings.train.seed;
   const Dataset train_data = subset_bags(d, split.train);
   // Inducing points over every unit's pixels: held-out units and units without counts are
   // predicted too, and their totals need the correlated part of q.
@@ -72,7 +72,7 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
   if (model.num_inducing() < init.inducing)
     spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
                  model.num_inducing(), init.inducing);
-  FitOptions fo = fit_options(config, threads, train_data.num_pixels());
+  FitOptions fo = fit_options(settings, threads, train_data.num_pixels());
   spdlog::info("optimizer: {}", to_string(fo.optimizer));
   const int first = fits_in_stages(spec, fo) ? std::min(fo.epochs, fo.first_stage_epochs) : 0;
   Progress progress("training", fo.epochs + first, show_progress);
@@ -91,9 +91,9 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
     fault_point("epoch");
     return true;
   };
-  spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads", kind,
-               to_string(spec.likelihood), to_string(spec.link), d.num_pixels(), d.num_inputs(), model.num_inducing(),
-               threads);
+  spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads",
+               to_string(kind), to_string(spec.likelihood), to_string(spec.link), d.num_pixels(), d.num_inputs(),
+               model.num_inducing(), threads);
   result = fit(model, d, split.train, split.holdout, fo);
   progress.finish();
   spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
@@ -111,7 +111,8 @@ void fit_gp(const Config& config, const io::BuiltData& built, const Split& split
 
 TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& split, int threads, bool progress) {
   const auto t0 = std::chrono::steady_clock::now();
-  const ModelSpec spec = model_spec(config);
+  const Settings settings = settings_of(config);
+  const ModelSpec spec = model_spec(settings);
   Dataset& data = built.dataset;
   const Index Dc = static_cast<Index>(built.covariates.size());
   const Standardization standardization = fit_standardization(data, split.train, Dc);
@@ -120,15 +121,15 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
 
   TrainRun run;
   io::ModelFile& file = run.file;
-  file.kind = config.text("model.kind");
+  file.kind = to_string(settings.model.kind);
   FitResult result;
   std::ostringstream history;
   history.precision(17);
   history << "epoch,objective,holdout_nll,learning_rate,seconds\n";
-  if (file.kind == "constant")
+  if (settings.model.kind == ModelKind::constant)
     fit_constant(data, split, file, result);
   else
-    fit_gp(config, built, split, spec, threads, progress, file, result, history);
+    fit_gp(settings, built, split, spec, threads, progress, file, result, history);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   file.covariates = built.covariates;

@@ -192,7 +192,9 @@ TEST(Errors, KilledTrainingLeavesNoPartialModel) {
     const auto r = run("VBAGG_FAULT=" + fault + " " + train);
     EXPECT_EQ(r.code, 137) << fault << ": " << r.output;
     EXPECT_EQ(fs::exists(p.d + "/fit/model.yaml"), model_written) << fault;
-    if (model_written) EXPECT_NO_THROW(io::read_model_file(p.d + "/fit/model.yaml"));
+    if (model_written) {
+      EXPECT_NO_THROW(io::read_model_file(p.d + "/fit/model.yaml"));
+    }
     EXPECT_FALSE(fs::exists(p.d + "/fit/history.csv")) << fault;
   }
   const auto r = run(train);

@@ -1,0 +1,91 @@
+#include "settings.hpp"
+
+namespace vbagg::cli {
+
+std::string to_string(ModelKind k) {
+  switch (k) {
+    case ModelKind::vbagg:
+      return "vbagg";
+    case ModelKind::nystrom:
+      return "nystrom";
+    case ModelKind::bag_pixel:
+      return "bag_pixel";
+    case ModelKind::constant:
+      return "constant";
+  }
+  return "?";
+}
+
+namespace {
+
+ModelKind parse_model_kind(const std::string& s) {
+  for (ModelKind k : {ModelKind::vbagg, ModelKind::nystrom, ModelKind::bag_pixel, ModelKind::constant})
+    if (to_string(k) == s) return k;
+  throw ConfigError("unknown model.kind '" + s + "'");
+}
+
+// Reads keys of a validated configuration, remembering which.
+struct Reader {
+  const Config& c;
+  std::vector<std::string>* keys;
+  const std::string& key(const std::string& k) {
+    if (keys) keys->push_back(k);
+    return k;
+  }
+  std::string text(const std::string& k) { return c.text(key(k)); }
+  double real(const std::string& k) { return c.real(key(k)); }
+  long long integer(const std::string& k) { return c.integer(key(k)); }
+  bool boolean(const std::string& k) { return c.boolean(key(k)); }
+  std::vector<double> reals(const std::string& k) { return c.reals(key(k)); }
+  std::string path(const std::string& k) { return c.path(key(k)); }
+};
+
+}  // namespace
+
+Settings settings_of(const Config& config, std::vector<std::string>* keys) {
+  Reader r{config, keys};
+  Settings s;
+  Settings::Model& m = s.model;
+  m.kind = parse_model_kind(r.text("model.kind"));
+  m.prior_precision = r.real("model.prior_precision");
+  m.likelihood = parse_likelihood(r.text("model.likelihood"));
+  m.link = parse_link(r.text("model.link"));
+  m.expectation = parse_expectation(r.text("model.expectation"));
+  m.samples = static_cast<int>(r.integer("model.samples"));
+  m.linear_mean = r.text("model.mean_function") == "linear";
+  m.linear_prior_sd = r.real("model.linear_prior_sd");
+  m.fixed_effects = parse_fixed_effects(r.text("model.fixed_effects"));
+  const std::string unit_effect = r.text("model.unit_effect");
+  if (unit_effect != "auto") m.unit_effect = unit_effect == "true";
+  m.covariance = parse_covariance_mode(r.text("model.covariance"));
+  m.aggregation = parse_aggregation(r.text("model.aggregation"));
+  m.kernel_covariates = r.text("model.kernel.covariates");
+  m.kernel_space = r.text("model.kernel.space");
+  m.inducing_count = r.integer("model.inducing.count");
+  m.inducing_init = r.text("model.inducing.init");
+  m.learn_inducing = r.boolean("model.inducing.learn_locations");
+  m.jitter = r.real("model.jitter");
+
+  Settings::Train& t = s.train;
+  const std::string optimizer = r.text("train.optimizer");
+  if (optimizer != "auto") t.optimizer = parse_optimizer(optimizer);
+  t.learning_rate = r.real("train.learning_rate");
+  t.natgrad_step = r.real("train.natgrad_step");
+  t.epochs = static_cast<int>(r.integer("train.epochs"));
+  t.first_stage_epochs = static_cast<int>(r.integer("train.first_stage_epochs"));
+  t.batch_bags = r.integer("train.batch_bags");
+  t.tolerance = r.real("train.tolerance");
+  t.patience = static_cast<int>(r.integer("train.patience"));
+  t.seed = static_cast<unsigned long long>(r.integer("train.seed"));
+  t.threads = static_cast<int>(r.integer("train.threads"));
+  t.holdout_fraction = r.real("train.holdout.fraction");
+  t.holdout_seed = static_cast<unsigned long long>(r.integer("train.holdout.seed"));
+
+  s.predict.quantiles = r.reals("predict.quantiles");
+  s.predict.exceedance = r.reals("predict.exceedance");
+  s.predict.samples = static_cast<int>(r.integer("predict.samples"));
+  s.output_dir = r.path("output.dir");
+  return s;
+}
+
+}  // namespace vbagg::cli

@@ -1,0 +1,56 @@
+// The run's settings as typed values, read once from a validated configuration. The apps use these
+// fields, so a misspelt setting in code is a compile error; settings_of is the one place that
+// names the keys of model.*, train.*, predict.* and output.* (the data.* keys are io::DataConfig,
+// Config::data_config), and a test checks that it reads every one of them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config.hpp"
+#include "core/fit.hpp"
+#include "core/model.hpp"
+
+namespace vbagg::cli {
+
+enum class ModelKind { vbagg, nystrom, bag_pixel, constant };
+std::string to_string(ModelKind k);
+
+struct Settings {
+  struct Model {
+    ModelKind kind = ModelKind::vbagg;
+    LikelihoodKind likelihood = LikelihoodKind::negative_binomial;
+    Link link = Link::exp;
+    Expectation expectation = Expectation::delta;
+    CovarianceMode covariance = CovarianceMode::nystrom;
+    Aggregation aggregation = Aggregation::sum;
+    FixedEffects fixed_effects = FixedEffects::point;
+    bool linear_mean = true;          // mean_function: linear
+    std::optional<bool> unit_effect;  // nullopt: auto
+    int samples = 8;
+    double prior_precision = 1, linear_prior_sd = 1, jitter = 1e-6;
+    std::string kernel_covariates, kernel_space;
+    Index inducing_count = 0;  // 0: from the number of training units
+    std::string inducing_init;
+    bool learn_inducing = false;
+  } model;
+  struct Train {
+    std::optional<Optimizer> optimizer;  // nullopt: auto
+    double learning_rate = 0, natgrad_step = 0, tolerance = 0, holdout_fraction = 0;
+    int epochs = 0, first_stage_epochs = 0, patience = 0, threads = 0;
+    Index batch_bags = 0;
+    unsigned long long seed = 0, holdout_seed = 0;
+  } train;
+  struct Predict {
+    std::vector<double> quantiles, exceedance;
+    int samples = 0;
+  } predict;
+  std::string output_dir;  // absolute
+};
+
+// Reads every model.*, train.*, predict.* and output.* key of `config`; `keys`, when given,
+// receives the keys read (for the test that none is left out).
+Settings settings_of(const Config& config, std::vector<std::string>* keys = nullptr);
+
+}  // namespace vbagg::cli

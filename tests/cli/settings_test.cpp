@@ -1,0 +1,64 @@
+// The typed settings, in process: settings_of reads every key of the parameter table outside
+// data.*, overrides arrive as typed values, and model_spec turns them into the core's spec.
+#include "cli/settings.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cli/model_setup.hpp"
+#include "cli/params.hpp"
+
+namespace vbagg::cli {
+namespace {
+
+Config defaults_with(const std::vector<std::string>& overrides) {
+  return Config::parse("", "", ".", overrides, RequiredData::none);
+}
+
+TEST(Settings, ReadEveryKeyOfTheTableOutsideData) {
+  std::vector<std::string> read;
+  settings_of(defaults_with({}), &read);
+  std::vector<std::string> table;
+  for (const Param& p : all_params())
+    if (p.key.rfind("data.", 0) != 0) table.push_back(p.key);
+  std::sort(read.begin(), read.end());
+  std::sort(table.begin(), table.end());
+  EXPECT_EQ(read, table);
+}
+
+TEST(Settings, OverridesArriveTyped) {
+  const Settings s = settings_of(
+      defaults_with({"model.kind=bag_pixel", "train.optimizer=adam", "model.unit_effect=false",
+                     "predict.quantiles=[0.1, 0.9]", "model.mean_function=constant", "train.holdout.seed=7"}));
+  EXPECT_EQ(s.model.kind, ModelKind::bag_pixel);
+  ASSERT_TRUE(s.train.optimizer.has_value());
+  EXPECT_EQ(*s.train.optimizer, Optimizer::adam);
+  ASSERT_TRUE(s.model.unit_effect.has_value());
+  EXPECT_FALSE(*s.model.unit_effect);
+  EXPECT_EQ(s.predict.quantiles, (std::vector<double>{0.1, 0.9}));
+  EXPECT_FALSE(s.model.linear_mean);
+  EXPECT_EQ(s.train.holdout_seed, 7u);
+  const Settings d = settings_of(defaults_with({}));
+  EXPECT_FALSE(d.train.optimizer.has_value());  // auto
+  EXPECT_FALSE(d.model.unit_effect.has_value());
+}
+
+TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
+  ModelSpec s = model_spec(settings_of(defaults_with({})));
+  EXPECT_EQ(s.likelihood, LikelihoodKind::negative_binomial);
+  EXPECT_TRUE(s.unit_effect);  // auto: defined for a count likelihood with the delta method
+  s = model_spec(settings_of(defaults_with({"model.expectation=bound"})));
+  EXPECT_FALSE(s.unit_effect);  // auto: the exp link's bound has no unit effect
+  s = model_spec(settings_of(defaults_with({"model.kind=nystrom", "model.likelihood=poisson"})));
+  EXPECT_TRUE(s.map_estimate);
+  EXPECT_FALSE(s.unit_effect);
+  EXPECT_THROW(
+      model_spec(settings_of(defaults_with({"model.kind=constant", "model.likelihood=normal", "model.link=identity"}))),
+      ConfigError);
+  EXPECT_EQ(choose_optimizer(settings_of(defaults_with({"model.expectation=sample"})), 10), Optimizer::adam);
+  EXPECT_EQ(choose_optimizer(settings_of(defaults_with({})), kFullBatchPixels + 1), Optimizer::natgrad);
+}
+
+}  // namespace
+}  // namespace vbagg::cli
