@@ -1,6 +1,9 @@
 // What a bag term reads of q for one bag, and the derivatives it returns (MODEL.md sections 4, 5).
 #pragma once
 
+#include <utility>
+#include <vector>
+
 #include "types.hpp"
 
 namespace vbagg {
@@ -13,8 +16,32 @@ struct DrawKey {
   int samples = 0;
 };
 
-// m and s2 are always set. T (M x N_a, T = L_v^T L_W^{-1} K_Wa) is set for terms in nystrom mode,
-// C (N_a x N_a, the exact within-bag covariance of f) in exact mode.
+// The bag's nystrom factor T (M x N_a, T = L_v^T L_W^{-1} K_Wa: the covariance of f is T^T T plus
+// the residual diag(d)) for terms that read it only through products with a few vectors: T V and
+// T^T E without forming T, O(M N_a k) instead of O(M^2 N_a).
+class NystromProducts {
+ public:
+  virtual ~NystromProducts() = default;
+  virtual Index rows() const = 0;                             // M
+  virtual Matrix times(const Matrix& V) const = 0;            // T V, V: N_a x k
+  virtual Matrix transpose_times(const Matrix& E) const = 0;  // T^T E, E: M x k
+};
+
+// A T held in full.
+class DenseNystrom : public NystromProducts {
+ public:
+  explicit DenseNystrom(const Matrix& T) : T_(T) {}
+  Index rows() const override { return T_.rows(); }
+  Matrix times(const Matrix& V) const override { return T_ * V; }
+  Matrix transpose_times(const Matrix& E) const override { return T_.transpose() * E; }
+
+ private:
+  const Matrix& T_;
+};
+
+// m and s2 are always set. T (M x N_a) is set for terms in nystrom mode; the residual d and the
+// products with T in residual mode; C (N_a x N_a, the exact within-bag covariance of f) in exact
+// mode.
 struct BagPosterior {
   Eigen::Ref<const Vector> m;
   Eigen::Ref<const Vector> s2;
@@ -22,6 +49,8 @@ struct BagPosterior {
   double y;
   const Matrix* T = nullptr;
   const Matrix* C = nullptr;
+  const Vector* d = nullptr;  // residual variance d_i = s2_i - |t_i|^2 >= 0
+  const NystromProducts* t = nullptr;
   // A unit effect u_a ~ N(0, e^{2 unit_log_sd}) on the log rate (MODEL.md 4g), integrated out of
   // the count's likelihood exactly (count likelihoods only).
   bool has_unit_effect = false;
@@ -29,16 +58,20 @@ struct BagPosterior {
   DrawKey draws;  // with the sampled expectation
 };
 
-// Derivatives of l_a. gT and gC are only written when T and C were given; g_params has one entry
+// Derivatives of l_a. gT and gC are only written when T and C were given; in residual mode, gd
+// and the factors of dl_a/dT = sum_j U_j V_j^T (U_j: M x k, V_j: N_a x k). g_params has one entry
 // per likelihood parameter.
 struct BagGradient {
   Vector gm, gs2;
   Matrix gT, gC;
+  Vector gd;
+  std::vector<std::pair<Matrix, Matrix>> gT_factors;
   Vector g_params;
   double g_unit_log_sd = 0;  // d/d unit_log_sd, with a unit effect
 };
 
-// Which of T and C a bag term reads.
-enum class BagNeeds { marginals, nystrom, exact };
+// What a bag term reads beyond m and s2: nothing, the residual d and products with T, all of T,
+// or the exact covariance C.
+enum class BagNeeds { marginals, residual, nystrom, exact };
 
 }  // namespace vbagg

@@ -23,9 +23,10 @@ const std::vector<const BagLikelihood*>& likelihood_registry() {
 
 const BagLikelihood& likelihood_of(LikelihoodKind kind) { return *likelihood_registry().at(static_cast<size_t>(kind)); }
 
-// Sampling reads the nystrom form of q (MODEL.md 4e ii), whatever the likelihood.
+// Sampling reads the nystrom form of q (MODEL.md 4e ii), whatever the likelihood: draws T^T eps and
+// the residual sd.
 BagNeeds bag_needs(const ModelSpec& spec) {
-  return spec.expectation == Expectation::sample ? BagNeeds::nystrom : likelihood_of(spec.likelihood).needs(spec);
+  return spec.expectation == Expectation::sample ? BagNeeds::residual : likelihood_of(spec.likelihood).needs(spec);
 }
 
 double bag_term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) {

@@ -137,9 +137,11 @@ Posterior compute_posterior(const Model& model) {
   p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Lambda;
   // Q = blockdiag(Linv^T Linv, 0) - B^T B as two symmetric rank updates (half the flops of two
   // products).
-  p.Q = Matrix::Zero(Mq, Mq);
-  p.Q.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
+  p.P = Matrix::Zero(Mq, Mq);
+  p.P.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
+  p.Q = p.P;
   p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.B.transpose(), -1.0);
+  p.P = p.P.selfadjointView<Eigen::Lower>();
   p.Q = p.Q.selfadjointView<Eigen::Lower>();
   return p;
 }

@@ -163,6 +163,9 @@ struct Posterior {
   Matrix B;       // L_v^T Lambda
   // blockdiag(L^{-T} L^{-1}, 0) - B^T B: variance s^2(x) = k(x,x) - phi(x)^T Q phi(x)
   Matrix Q;
+  // blockdiag(L^{-T} L^{-1}, 0): the residual variance k(x,x) - phi(x)^T P phi(x) that the
+  // inducing values leave (the covariance of f is T^T T plus its diagonal)
+  Matrix P;
   double kdiag = 0;        // k(x, x)
   double jitter_used = 0;  // relative jitter that made the Cholesky succeed
 };

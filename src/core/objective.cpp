@@ -16,6 +16,7 @@ struct Accumulator {
   Vector g_alpha;
   Matrix g_Q_lower;  // rank updates, lower triangle only
   Matrix g_Q;        // general updates
+  Matrix g_P_lower;  // residual mode: rank updates with respect to P (the prior part of Q)
   Matrix g_B;
   double g_mean = 0, g_kdiag = 0;
   Vector g_linear, g_likelihood;
@@ -31,7 +32,8 @@ struct Accumulator {
     g_alpha = Vector::Zero(Mq);
     g_Q_lower = Matrix::Zero(Mq, Mq);
     if (needs == BagNeeds::exact) g_Q = Matrix::Zero(Mq, Mq);
-    if (needs == BagNeeds::nystrom) g_B = Matrix::Zero(Mq, Mq);
+    if (needs == BagNeeds::nystrom || needs == BagNeeds::residual) g_B = Matrix::Zero(Mq, Mq);
+    if (needs == BagNeeds::residual) g_P_lower = Matrix::Zero(Mq, Mq);
     g_kernel = Vector::Zero(P);
     g_likelihood = Vector::Zero(likelihood_params);
     g_inducing = Matrix::Zero(D, M);
@@ -42,6 +44,7 @@ struct Accumulator {
     g_Q_lower += o.g_Q_lower;
     if (g_Q.size()) g_Q += o.g_Q;
     if (g_B.size()) g_B += o.g_B;
+    if (g_P_lower.size()) g_P_lower += o.g_P_lower;
     g_mean += o.g_mean;
     g_kdiag += o.g_kdiag;
     g_linear += o.g_linear;
@@ -56,6 +59,7 @@ struct Accumulator {
 struct BlockScratch {
   Buffer K;            // k(W, X_block), M x len
   Buffer R;            // Q K; the backward pass turns it into dL/dK
+  Buffer S;            // residual mode: P K, for the residual d = k - diag(K^T P K)
   KernelCache kernel;  // distances for the kernel backward
 };
 
@@ -68,12 +72,53 @@ struct Workspace {
 // The features (K: kernel rows, then the fixed effects' rows) and R of pixels [begin, begin + len)
 // of the data.
 void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
-                   BlockScratch& b) {
+                   BagNeeds needs, BlockScratch& b) {
   const Index Mq = model.num_q();
   auto K = b.K.shape(Mq, len);
   features_into(model, data.inputs.middleCols(begin, len), K, b.kernel);
   b.R.shape(Mq, len).noalias() = post.Q * K;
+  if (needs == BagNeeds::residual) b.S.shape(Mq, len).noalias() = post.P * K;
 }
+
+// T V and T^T E of one bag, T = B K, from its blocks' features: kept from the forward pass, or
+// recomputed block by block when the bag is too large to keep them.
+class BlockProducts : public NystromProducts {
+ public:
+  BlockProducts(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index n, Index block,
+                bool kept, std::vector<BlockScratch>& blocks)
+      : model_(model), post_(post), data_(data), begin_(begin), n_(n), block_(block), kept_(kept), blocks_(blocks) {}
+
+  Index rows() const override { return model_.num_q(); }
+  Matrix times(const Matrix& V) const override {
+    Matrix KV = Matrix::Zero(model_.num_q(), V.cols());
+    for (Index off = 0; off < n_; off += block_) KV.noalias() += K(off) * V.middleRows(off, len(off));
+    return post_.B * KV;
+  }
+  Matrix transpose_times(const Matrix& E) const override {
+    const Matrix BtE = post_.B.transpose() * E;
+    Matrix out(n_, E.cols());
+    for (Index off = 0; off < n_; off += block_) out.middleRows(off, len(off)).noalias() = K(off).transpose() * BtE;
+    return out;
+  }
+
+ private:
+  Index len(Index off) const { return std::min(block_, n_ - off); }
+  Eigen::Map<const Matrix> K(Index off) const {
+    BlockScratch& b = blocks_[kept_ ? static_cast<size_t>(off / block_) : 0];
+    if (!kept_) {
+      auto K = b.K.shape(model_.num_q(), len(off));
+      features_into(model_, data_.inputs.middleCols(begin_ + off, len(off)), K, b.kernel);
+    }
+    const BlockScratch& c = b;
+    return c.K.view();
+  }
+  const Model& model_;
+  const Posterior& post_;
+  const Dataset& data_;
+  Index begin_, n_, block_;
+  bool kept_;
+  std::vector<BlockScratch>& blocks_;
+};
 
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
 // acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
@@ -84,23 +129,26 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
   const Index blocks = (n + block - 1) / block;
-  const double bytes_per_block = static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
-                                 (2.0 + static_cast<double>(model.kernel.parts().size()));
+  const double bytes_per_block =
+      static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
+      ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(model.kernel.parts().size()));
   const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
-  // Without a gradient nothing is kept for a backward pass: one scratch serves every block.
-  const bool one_scratch = !with_grad || !keep;
+  // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
+  // unless a residual-form term reads the blocks' features again for its products with T.
+  const bool one_scratch = !keep || (!with_grad && needs != BagNeeds::residual);
   if (static_cast<Index>(ws.blocks.size()) < (one_scratch ? 1 : blocks)) ws.blocks.resize(one_scratch ? 1 : blocks);
   auto scratch = [&](Index b) -> BlockScratch& { return ws.blocks[one_scratch ? 0 : b]; };
   auto len_of = [&](Index b) { return std::min(block, n - b * block); };
 
   const Vector w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
-  Vector m(n), s2(n);
+  Vector m(n), s2(n), d;
   Matrix T, C;
+  if (needs == BagNeeds::residual) d.resize(n);
   if (needs == BagNeeds::nystrom) T.resize(Mq, n);
   for (Index b = 0; b < blocks; ++b) {
     BlockScratch& sb = scratch(b);
     const Index off = b * block, len = len_of(b);
-    forward_block(model, post, data, begin + off, len, sb);
+    forward_block(model, post, data, begin + off, len, needs, sb);
     const auto K = sb.K.view(), R = sb.R.view();
     m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
@@ -114,6 +162,13 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
       else
         T.middleCols(off, len).noalias() = post.B * K;
     }
+    if (needs == BagNeeds::residual) {
+      if (model.spec.map_estimate)
+        d.segment(off, len).setZero();
+      else
+        d.segment(off, len) =
+            (post.kdiag - K.cwiseProduct(sb.S.view()).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    }
   }
   m.array() += model.mean;
   const Index linear = model.spec.num_linear_point();
@@ -126,6 +181,11 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     C.noalias() -= ws.blocks[0].K.view().transpose() * ws.blocks[0].R.view();
   }
   BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
+  const BlockProducts products(model, post, data, begin, n, block, blocks == 1 || !one_scratch, ws.blocks);
+  if (needs == BagNeeds::residual) {
+    bag.d = &d;
+    bag.t = &products;
+  }
   bag.has_unit_effect = model.spec.unit_effect;
   bag.unit_log_sd = model.unit_effect.log_sd;
   bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(a), model.spec.samples};
@@ -141,6 +201,15 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   if (linear > 0) acc.g_linear.noalias() += data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
+  std::vector<std::pair<Matrix, Matrix>> factors;  // (B^T U, V) and (U, V) of dl/dT = sum U V^T
+  if (needs == BagNeeds::residual) {
+    g.gd *= model.spec.map_estimate ? 0.0 : scale;
+    acc.g_kdiag += g.gd.sum();
+    for (auto& [U, V] : g.gT_factors) {
+      U *= scale;
+      factors.push_back({post.B.transpose() * U, V});
+    }
+  }
   Matrix gCsym;
   if (needs == BagNeeds::exact) {
     g.gC *= scale;
@@ -150,7 +219,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   for (Index b = 0; b < blocks; ++b) {
     BlockScratch& sb = scratch(b);
     const Index off = b * block, len = len_of(b);
-    if (!keep) forward_block(model, post, data, begin + off, len, sb);
+    if (!keep) forward_block(model, post, data, begin + off, len, needs, sb);
     const auto K = sb.K.view();
     auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
@@ -180,6 +249,29 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
       dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
     }
     if (needs == BagNeeds::exact) dK += ws.U.view();
+    if (needs == BagNeeds::residual) {
+      // d = k - diag(K^T P K): dP = -K diag(gd) K^T (two rank updates by sign), dK = -2 P K diag(gd).
+      const auto gd = g.gd.segment(off, len);
+      const Vector dpos = gd.cwiseMax(0.0).cwiseSqrt(), dneg = (-gd).cwiseMax(0.0).cwiseSqrt();
+      if (dpos.any()) {
+        auto U = ws.U.shape(Mq, len);
+        U.noalias() = K * dpos.asDiagonal();
+        acc.g_P_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, -1.0);
+      }
+      if (dneg.any()) {
+        auto U = ws.U.shape(Mq, len);
+        U.noalias() = K * dneg.asDiagonal();
+        acc.g_P_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, 1.0);
+      }
+      const auto S = sb.S.view();
+      for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
+      // T = B K through its products: dB += U (K V)^T, dK += (B^T U) V^T.
+      for (size_t f = 0; f < factors.size(); ++f) {
+        const auto V = g.gT_factors[f].second.middleRows(off, len);
+        acc.g_B.noalias() += g.gT_factors[f].first * (K * V).transpose();
+        dK.noalias() += factors[f].first * V.transpose();
+      }
+    }
     // The fixed effects' rows of the features are data: only the kernel rows pass on.
     model.kernel.cross_backward(dK.topRows(M), sb.kernel, acc.g_kernel,
                                 model.spec.learn_inducing ? &acc.g_inducing : nullptr);
@@ -212,7 +304,9 @@ void finish_gradient(const Model& model, const Posterior& post, const Accumulato
   Matrix gLambda = model.q_mean * acc.g_alpha.transpose();
   gLambda.noalias() += model.q_chol * gB;
   Matrix gLinv = gLambda.topLeftCorner(M, M);
-  gLinv.noalias() += 2.0 * Linv * gQ.topLeftCorner(M, M);
+  Matrix gPrior = gQ.topLeftCorner(M, M);  // Q and P = Q + B^T B share the prior part Linv^T Linv
+  if (acc.g_P_lower.size()) gPrior += Matrix(acc.g_P_lower.selfadjointView<Eigen::Lower>()).topLeftCorner(M, M);
+  gLinv.noalias() += 2.0 * Linv * gPrior;
   g.q_mean += Lambda * acc.g_alpha;
   g.q_chol += (Lambda * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
   g.mean += acc.g_mean;

@@ -1,9 +1,10 @@
 // The sampled expectation of a bag term (MODEL.md 4e ii): an unbiased estimate of
 // E_q[log p(y_a | eta(f_a))] from S draws of the bag's latent values,
 //   f_s = m + T^T eps_s + sqrt(d) .* eta_s,  eps_s ~ N(0, I_M),  eta_s ~ N(0, I_N),
-// with T = L_v^T L_W^{-1} K_Wa and d = s^2 - colsum(T^2) (the nystrom form of q), and pathwise
-// derivatives. Every likelihood and link has it: a likelihood supplies log p(y | eta) and its
-// derivative (aggregate_log_p), a link Psi and Psi'.
+// with T = L_v^T L_W^{-1} K_Wa and the residual d = s^2 - colsum(T^2) (the nystrom form of q), and
+// pathwise derivatives. T is read only through T^T eps, and the gradient with respect to T is
+// eps G^T, of rank S: O(M N S) per bag rather than O(M^2 N). Every likelihood and link has it: a likelihood supplies
+// log p(y | eta) and its derivative (aggregate_log_p), a link Psi and Psi'.
 //
 // The draws are fresh at every optimiser step (DrawKey::step); a sample average held fixed for a
 // whole run lets L_v fit its few draws, and the fit is nonsense (MODEL.md 4e), so the deterministic
@@ -21,8 +22,7 @@ namespace vbagg {
 double sampled_bag_term(const ModelSpec& spec, const BagLikelihood& lik, const Vector& params, const BagPosterior& bag,
                         BagGradient* grad) {
   const LinkFunction& link = link_of(spec.link);
-  const Matrix& T = *bag.T;
-  const Index n = bag.m.size(), M = T.rows(), S = bag.draws.samples;
+  const Index n = bag.m.size(), M = bag.t->rows(), S = bag.draws.samples;
   const Vector w = lik.aggregate_weights(spec, bag.weight);
   const DrawKey& key = bag.draws;
   // eps: M x S, then eta: n x S, one stream per bag and step.
@@ -34,9 +34,9 @@ double sampled_bag_term(const ModelSpec& spec, const BagLikelihood& lik, const V
   for (Index s = 0; s < S; ++s)
     for (Index i = 0; i < n; ++i)
       H(i, s) = counter_normal(key.seed, key.step, key.bag, offset + static_cast<std::uint64_t>(s * n + i));
-  const Vector d = (bag.s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0);
+  const Vector& d = *bag.d;
   const Vector sd = d.cwiseSqrt();
-  Matrix F = T.transpose() * E;  // n x S
+  Matrix F = bag.t->transpose_times(E);  // n x S
   F.colwise() += bag.m;
   F += sd.asDiagonal() * H;
 
@@ -58,14 +58,13 @@ double sampled_bag_term(const ModelSpec& spec, const BagLikelihood& lik, const V
   }
   if (grad) {
     grad->gm = G.rowwise().sum();
-    grad->gT = E * G.transpose();  // d/dT of T^T eps
-    // d/d(sd_i) = sum_s G_is eta_is, sd_i = sqrt(d_i), d_i = s2_i - |t_i|^2.
+    grad->gs2 = Vector::Zero(n);         // s2 enters only through d
+    grad->gT_factors.push_back({E, G});  // d/dT of T^T eps = eps G^T
+    // d/d(sd_i) = sum_s G_is eta_is, sd_i = sqrt(d_i).
     const Vector g_sd = G.cwiseProduct(H).rowwise().sum();
-    Vector g_d = Vector::Zero(n);
+    grad->gd = Vector::Zero(n);
     for (Index i = 0; i < n; ++i)
-      if (sd[i] > 0) g_d[i] = g_sd[i] / (2 * sd[i]);
-    grad->gs2 = g_d;
-    grad->gT.noalias() -= 2.0 * T * g_d.asDiagonal();
+      if (sd[i] > 0) grad->gd[i] = g_sd[i] / (2 * sd[i]);
     grad->g_params = g_params;
     grad->g_unit_log_sd = g_unit;
   }

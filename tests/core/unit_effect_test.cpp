@@ -67,6 +67,10 @@ TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
             -12 * sigma - 5, 12 * sigma + std::log(y + 1) + 12, 8000);
       });
       BagPosterior bag{m, s2, w, y, &T, nullptr};
+      const Vector d = Vector::Zero(1);  // all of the variance is in T
+      const DenseNystrom products(T);
+      bag.d = &d;
+      bag.t = &products;
       bag.has_unit_effect = true;
       bag.unit_log_sd = std::log(sigma);
       const ModelSpec spec = test::spec_of(lik, Link::exp, CovarianceMode::nystrom, Expectation::delta);

@@ -18,7 +18,8 @@ class Normal final : public BagLikelihood {
   std::vector<std::string> param_names() const override { return {"log_noise"}; }
   bool allows_map(const ModelSpec& spec) const override { return spec.covariance == CovarianceMode::nystrom; }
   BagNeeds needs(const ModelSpec& spec) const override {
-    return spec.covariance == CovarianceMode::exact ? BagNeeds::exact : BagNeeds::nystrom;
+    // w'Cw reads T only through T w: the residual form.
+    return spec.covariance == CovarianceMode::exact ? BagNeeds::exact : BagNeeds::residual;
   }
   Vector aggregate_weights(const ModelSpec& spec, const Vector& w) const override {
     return spec.aggregation == Aggregation::mean ? Vector(w / w.sum()) : w;
@@ -34,9 +35,8 @@ class Normal final : public BagLikelihood {
     if (spec.covariance == CovarianceMode::exact) {
       wCw = w.dot(*b.C * w);
     } else {
-      const Matrix& T = *b.T;
-      Tw = T * w;
-      wCw = ((b.s2 - T.colwise().squaredNorm().transpose()).array() * w.array().square()).sum() + Tw.squaredNorm();
+      Tw = b.t->times(w);
+      wCw = (b.d->array() * w.array().square()).sum() + Tw.squaredNorm();
     }
     const double quad = e * e + wCw;
     const double value = -0.5 * (kLog2Pi + std::log(v)) - quad / (2 * v);
@@ -48,9 +48,9 @@ class Normal final : public BagLikelihood {
         g->gs2 = Vector::Zero(w.size());
         g->gC = dq * w * w.transpose();
       } else {
-        const Matrix& T = *b.T;
-        g->gs2 = dq * w.array().square().matrix();
-        g->gT = dq * (2.0 * Tw * w.transpose() - 2.0 * T * w.array().square().matrix().asDiagonal());
+        g->gs2 = Vector::Zero(w.size());
+        g->gd = dq * w.array().square().matrix();
+        g->gT_factors.push_back({2.0 * dq * Tw, w});
       }
     }
     return value;

@@ -28,8 +28,8 @@ namespace vbagg {
 
 namespace {
 
-const int kOuterNodes = 20;  // over log mu
-const int kInnerNodes = 24;  // over u
+const int kOuterNodes = 10;  // over log mu
+const int kInnerNodes = 16;  // over u
 
 // Mode of h(u) = k(t + u) - u^2 / (2 sigma^2) (k = the likelihood's log pmf kernel, concave in its
 // argument), by Newton's method safeguarded with the bracket that the sign of h' gives; the

@@ -30,12 +30,13 @@ class ExpLink final : public LinkFunction {
 
   BagNeeds count_needs(const ModelSpec& spec) const override {
     if (spec.expectation == Expectation::bound) return BagNeeds::marginals;
-    return spec.covariance == CovarianceMode::exact ? BagNeeds::exact : BagNeeds::nystrom;
+    // rho reads T only through T r: the residual form, without T itself.
+    return spec.covariance == CovarianceMode::exact ? BagNeeds::exact : BagNeeds::residual;
   }
 
   // mean = sum_i w_i e^{m_i + s2_i/2} = e^{lse}, r = softmax: the share of each pixel in the mean.
   // bound: E log mu >= log sum_i w_i e^{m_i} (log-sum-exp is convex).
-  // delta: E log mu ~ log mean - rho/2, rho = r^T C r (nystrom: sum d_i r_i^2 + |T r|^2).
+  // delta: E log mu ~ log mean - rho/2, rho = r^T C r (nystrom: sum_i d_i r_i^2 + |T r|^2).
   void count_moments(const ModelSpec& spec, const BagPosterior& b, CountMoments& o) const override {
     const Vector w = b.weight;
     const Vector lw = log_weight(w);
@@ -50,10 +51,8 @@ class ExpLink final : public LinkFunction {
       o.Cu = *b.C * o.r;
       o.rho = o.r.dot(o.Cu);
     } else {
-      const Matrix& T = *b.T;
-      o.n = T.colwise().squaredNorm().transpose();
-      o.h = T * o.r;
-      o.rho = ((b.s2 - o.n).array() * o.r.array().square()).sum() + o.h.squaredNorm();
+      o.h = b.t->times(o.r);
+      o.rho = (b.d->array() * o.r.array().square()).sum() + o.h.squaredNorm();
     }
     o.elog = log_mean - 0.5 * o.rho;
   }
@@ -72,7 +71,7 @@ class ExpLink final : public LinkFunction {
     // rho as a function of r, then r = softmax(z), z_i = log w_i + m_i + s2_i/2.
     const Vector g_r = spec.covariance == CovarianceMode::exact
                            ? Vector(2.0 * o.Cu)
-                           : Vector(2.0 * (b.s2 - o.n).cwiseProduct(o.r) + 2.0 * b.T->transpose() * o.h);
+                           : Vector(2.0 * b.d->cwiseProduct(o.r) + 2.0 * b.t->transpose_times(o.h));
     const double c = g_r.dot(o.r);
     const Vector dz = d_log_mean * o.r + d_rho * o.r.cwiseProduct((g_r.array() - c).matrix());
     g.gm = dz;
@@ -80,9 +79,8 @@ class ExpLink final : public LinkFunction {
     if (spec.covariance == CovarianceMode::exact) {
       g.gC = d_rho * o.r * o.r.transpose();
     } else {
-      const Vector r2 = o.r.array().square();
-      g.gs2 += d_rho * r2;  // through d_i = s2_i - |t_i|^2
-      g.gT = d_rho * (2.0 * o.h * o.r.transpose() - 2.0 * (*b.T) * r2.asDiagonal());
+      g.gd = d_rho * o.r.array().square().matrix();
+      g.gT_factors.push_back({2.0 * d_rho * o.h, o.r});
     }
   }
 };
