@@ -30,18 +30,8 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
 
 ModelSpec model_spec(const Settings& settings) {
   const Settings::Model& c = settings.model;
-  ModelSpec s;
-  s.likelihood = c.likelihood;
-  s.link = c.link;
-  s.covariance = c.covariance;
-  s.aggregation = c.aggregation;
-  s.expectation = c.expectation;
-  s.learn_inducing = c.learn_inducing;
+  ModelSpec s = c.spec;
   s.map_estimate = c.kind == ModelKind::nystrom;
-  s.prior_precision = c.prior_precision;
-  s.linear_prior_sd = c.linear_prior_sd;
-  s.samples = c.samples;
-  s.fixed_effects = c.fixed_effects;
   if (c.unit_effect) {
     s.unit_effect = *c.unit_effect;
   } else {
@@ -84,7 +74,7 @@ int thread_count(const Settings& settings, int cli_threads) {
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   if (settings.train.optimizer) return *settings.train.optimizer;
   // A sampled expectation needs fresh draws every step and plain gradient steps.
-  if (settings.model.expectation == Expectation::sample) return Optimizer::adam;
+  if (settings.model.spec.expectation == Expectation::sample) return Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 

@@ -20,20 +20,15 @@ std::string to_string(ModelKind k);
 struct Settings {
   struct Model {
     ModelKind kind = ModelKind::vbagg;
-    LikelihoodKind likelihood = LikelihoodKind::negative_binomial;
-    Link link = Link::exp;
-    Expectation expectation = Expectation::delta;
-    CovarianceMode covariance = CovarianceMode::nystrom;
-    Aggregation aggregation = Aggregation::sum;
-    FixedEffects fixed_effects = FixedEffects::point;
+    // The core's choices as set: likelihood, link, expectation, covariance, aggregation, fixed
+    // effects, samples, prior precision and sd, learned inducing inputs (model_spec completes it).
+    ModelSpec spec;
     bool linear_mean = true;          // mean_function: linear
     std::optional<bool> unit_effect;  // nullopt: auto
-    int samples = 8;
-    double prior_precision = 1, linear_prior_sd = 1, jitter = 1e-6;
+    double jitter = 1e-6;
     std::string kernel_covariates, kernel_space;
     Index inducing_count = 0;  // 0: from the number of training units
     std::string inducing_init;
-    bool learn_inducing = false;
   } model;
   struct Train {
     std::optional<Optimizer> optimizer;  // nullopt: auto

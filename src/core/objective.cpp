@@ -80,6 +80,17 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
   if (needs == BagNeeds::residual) b.S.shape(Mq, len).noalias() = post.P * K;
 }
 
+// lower(G) -= K diag(g) K^T, as two symmetric rank updates split by the sign of g (U is scratch).
+void subtract_weighted_gram(Matrix& G, const Eigen::Map<Matrix>& K, const Eigen::Ref<const Vector>& g, Buffer& U) {
+  const Vector pos = g.cwiseMax(0.0).cwiseSqrt(), neg = (-g).cwiseMax(0.0).cwiseSqrt();
+  for (const auto& [root, sign] : {std::pair<const Vector&, double>{pos, -1.0}, {neg, 1.0}}) {
+    if (!root.any()) continue;
+    auto W = U.shape(K.rows(), K.cols());
+    W.noalias() = K * root.asDiagonal();
+    G.selfadjointView<Eigen::Lower>().rankUpdate(W, sign);
+  }
+}
+
 // T V and T^T E of one bag, T = B K, from its blocks' features: kept from the forward pass, or
 // recomputed block by block when the bag is too large to keep them.
 class BlockProducts : public NystromProducts {
@@ -225,18 +236,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     const auto gm = g.gm.segment(off, len);
     const auto gs2 = g.gs2.segment(off, len);
     acc.g_alpha.noalias() += K * gm;
-    // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T, split by sign into two symmetric rank updates.
-    const Vector pos = gs2.cwiseMax(0.0).cwiseSqrt(), neg = (-gs2).cwiseMax(0.0).cwiseSqrt();
-    if (pos.any()) {
-      auto U = ws.U.shape(Mq, len);
-      U.noalias() = K * pos.asDiagonal();
-      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, -1.0);
-    }
-    if (neg.any()) {
-      auto U = ws.U.shape(Mq, len);
-      U.noalias() = K * neg.asDiagonal();
-      acc.g_Q_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, 1.0);
-    }
+    // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
+    subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
     if (needs == BagNeeds::exact) {
       acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
       // dL/dK from C = ... - K^T R, before R is overwritten.
@@ -250,19 +251,9 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     }
     if (needs == BagNeeds::exact) dK += ws.U.view();
     if (needs == BagNeeds::residual) {
-      // d = k - diag(K^T P K): dP = -K diag(gd) K^T (two rank updates by sign), dK = -2 P K diag(gd).
+      // d = k - diag(K^T P K): dP = -K diag(gd) K^T, dK = -2 P K diag(gd).
       const auto gd = g.gd.segment(off, len);
-      const Vector dpos = gd.cwiseMax(0.0).cwiseSqrt(), dneg = (-gd).cwiseMax(0.0).cwiseSqrt();
-      if (dpos.any()) {
-        auto U = ws.U.shape(Mq, len);
-        U.noalias() = K * dpos.asDiagonal();
-        acc.g_P_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, -1.0);
-      }
-      if (dneg.any()) {
-        auto U = ws.U.shape(Mq, len);
-        U.noalias() = K * dneg.asDiagonal();
-        acc.g_P_lower.selfadjointView<Eigen::Lower>().rankUpdate(U, 1.0);
-      }
+      subtract_weighted_gram(acc.g_P_lower, K, gd, ws.U);
       const auto S = sb.S.view();
       for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
       // T = B K through its products: dB += U (K V)^T, dK += (B^T U) V^T.
