@@ -13,7 +13,10 @@
 
 namespace vbagg::cli {
 
-void add_verbosity_flags(CLI::App& app, bool& quiet, bool& verbose) {
+std::string version_text() { return std::string("vbagg ") + VBAGG_VERSION; }
+
+void add_common_flags(CLI::App& app, bool& quiet, bool& verbose) {
+  app.set_version_flag("--version", version_text(), "Print the vbagg release and exit");
   app.add_flag("-q,--quiet", quiet, "Only warnings and errors on stderr; no progress bar");
   app.add_flag("-v,--verbose", verbose, "Debug messages (every epoch, every aligned layer)");
 }

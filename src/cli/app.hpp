@@ -11,8 +11,11 @@ namespace vbagg::cli {
 inline constexpr int kExitData = 1;
 inline constexpr int kExitUsage = 2;
 
-// Adds -q/--quiet and -v/--verbose to the app.
-void add_verbosity_flags(CLI::App& app, bool& quiet, bool& verbose);
+// The release, as `--version` prints it and model.yaml and the maps record it ("vbagg 0.1.0").
+std::string version_text();
+
+// Adds -q/--quiet, -v/--verbose and --version to the app.
+void add_common_flags(CLI::App& app, bool& quiet, bool& verbose);
 // stderr logging at info (default), warn (-q) or debug (-v), named after the app.
 void setup_logging(const std::string& app_name, bool quiet, bool verbose);
 

@@ -47,7 +47,7 @@ int eval_main(int argc, char** argv) {
   app.add_option("--json", json, "Write the metrics as JSON to this file");
   app.add_option("--report", report, "Write a self-contained HTML report (plots and quick-look maps) to this file");
   app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);
-  add_verbosity_flags(app, quiet, verbose);
+  add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-eval", quiet, verbose);
     io::ensure_gdal_registered();

@@ -127,7 +127,7 @@ int predict_main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--co", creation, "GDAL creation option KEY=VALUE passed to the output driver (repeatable)");
   app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);
-  add_verbosity_flags(app, quiet, verbose);
+  add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-predict", quiet, verbose);
     io::ensure_gdal_registered();
@@ -183,6 +183,7 @@ int predict_main(int argc, char** argv) {
                    const std::string& unit) {
       auto writer = std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt);
       writer->set_metadata("VBAGG_MODEL_KIND", m.file.kind);
+      writer->set_metadata("VBAGG_VERSION", version_text());
       if (m.file.kind != "constant") writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(model));
       if (!posterior)
         writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + m.file.kind + " model is a point estimate");

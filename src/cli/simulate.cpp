@@ -175,7 +175,7 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--bags", bags, "swissroll: number of bags")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--bag-mean", bag_mean, "swissroll: mean bag size")->capture_default_str();
   app.add_option("--bag-sd", bag_sd, "swissroll: standard deviation of the bag size")->capture_default_str();
-  add_verbosity_flags(app, quiet, verbose);
+  add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-simulate", quiet, verbose);
     io::ensure_gdal_registered();

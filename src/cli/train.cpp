@@ -33,7 +33,7 @@ int train_main(int argc, char** argv) {
   app.add_option("--threads", threads, "Threads (overrides train.threads; default: every core)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--markdown-config", markdown, "Print the configuration reference (docs/configuration.md) and exit");
-  add_verbosity_flags(app, quiet, verbose);
+  add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     if (markdown) {
       std::fputs(configuration_markdown().c_str(), stdout);

@@ -111,6 +111,7 @@ void write_model_file(const std::string& path, const ModelFile& f) {
   out << YAML::BeginMap;
   out << YAML::Key << "format" << YAML::Value << "vbagg-model";
   out << YAML::Key << "version" << YAML::Value << kModelFormatVersion;
+  out << YAML::Key << "written_by" << YAML::Value << std::string("vbagg ") + VBAGG_VERSION;
 
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "kind" << YAML::Value << f.kind;

@@ -60,6 +60,7 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
     EXPECT_TRUE(fs::exists(d() + "/fit/" + f)) << f;
   const std::string model = read_file(d() + "/fit/model.yaml");
   EXPECT_NE(model.find("format: vbagg-model"), std::string::npos);
+  EXPECT_NE(model.find("written_by: vbagg " VBAGG_VERSION), std::string::npos);
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
   const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
   EXPECT_NE(resolved.find("likelihood: negative_binomial"), std::string::npos);  // defaults filled in
@@ -87,6 +88,8 @@ TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
     ASSERT_TRUE(fs::exists(path));
     io::DatasetPtr ds = io::open_raster(path);
     ASSERT_EQ(ds->GetRasterCount(), 1);
+    ASSERT_NE(ds->GetMetadataItem("VBAGG_VERSION"), nullptr);
+    EXPECT_EQ(std::string(ds->GetMetadataItem("VBAGG_VERSION")), "vbagg " VBAGG_VERSION);
     EXPECT_EQ(ds->GetRasterXSize(), 80);
     EXPECT_EQ(ds->GetRasterYSize(), 60);
     ds->GetGeoTransform(gt);

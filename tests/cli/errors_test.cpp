@@ -147,12 +147,16 @@ TEST(Errors, KilledPredictionLeavesNoPartialFileAndRerunSucceeds) {
 // Every option of every app appears in its --help with an explanation.
 TEST(Help, EveryOptionIsExplained) {
   const std::map<std::string, std::vector<std::string>> options = {
-      {"vbagg-train", {"--config", "--set", "--out", "--threads", "--markdown-config", "--quiet", "--verbose"}},
+      {"vbagg-train",
+       {"--config", "--set", "--out", "--threads", "--markdown-config", "--quiet", "--verbose", "--version"}},
       {"vbagg-predict",
-       {"--model", "--config", "--set", "--out", "--quantiles", "--exceedance", "--of", "--co", "--threads"}},
-      {"vbagg-eval", {"--model", "--config", "--set", "--split", "--truth", "--json", "--report", "--threads"}},
+       {"--model", "--config", "--set", "--out", "--quantiles", "--exceedance", "--of", "--co", "--threads",
+        "--version"}},
+      {"vbagg-eval",
+       {"--model", "--config", "--set", "--split", "--truth", "--json", "--report", "--threads", "--version"}},
       {"vbagg-simulate",
-       {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--bags", "--bag-mean", "--bag-sd"}}};
+       {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--bags", "--bag-mean", "--bag-sd",
+        "--version"}}};
   for (const auto& [app, opts] : options) {
     const auto r = run(bin(app) + " --help");
     EXPECT_EQ(r.code, 0) << app;
@@ -162,6 +166,15 @@ TEST(Help, EveryOptionIsExplained) {
       const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
       EXPECT_GT(line.size(), o.size() + 12) << app << ": no explanation for " << o << ": " << line;
     }
+  }
+}
+
+// Every app names the release, exits 0 and does nothing else.
+TEST(Help, EveryAppAnswersVersion) {
+  for (const char* app : {"vbagg-train", "vbagg-predict", "vbagg-eval", "vbagg-simulate"}) {
+    const auto r = run(bin(app) + " --version");
+    EXPECT_EQ(r.code, 0) << app;
+    EXPECT_EQ(r.output, "vbagg " VBAGG_VERSION "\n") << app;
   }
 }
 
