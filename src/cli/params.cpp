@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/model.hpp"
+#include "settings.hpp"
 
 namespace vbagg::cli {
 
@@ -90,7 +91,7 @@ std::vector<Param> make_params() {
       {"model.kind",
        T::choice,
        "vbagg",
-       {"vbagg", "bag_pixel", "nystrom", "constant"},
+       model_kind_names(),
        -kInf,
        kInf,
        "Model to fit: vbagg (variational GP on the bags); baselines: bag_pixel (the same GP fitted to each unit "

@@ -2,25 +2,16 @@
 
 namespace vbagg::cli {
 
-std::string to_string(ModelKind k) {
-  switch (k) {
-    case ModelKind::vbagg:
-      return "vbagg";
-    case ModelKind::nystrom:
-      return "nystrom";
-    case ModelKind::bag_pixel:
-      return "bag_pixel";
-    case ModelKind::constant:
-      return "constant";
-  }
-  return "?";
-}
+std::vector<std::string> model_kind_names() { return {"vbagg", "bag_pixel", "nystrom", "constant"}; }
+
+std::string to_string(ModelKind k) { return model_kind_names()[static_cast<size_t>(k)]; }
 
 namespace {
 
 ModelKind parse_model_kind(const std::string& s) {
-  for (ModelKind k : {ModelKind::vbagg, ModelKind::nystrom, ModelKind::bag_pixel, ModelKind::constant})
-    if (to_string(k) == s) return k;
+  const std::vector<std::string> names = model_kind_names();
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return static_cast<ModelKind>(i);
   throw ConfigError("unknown model.kind '" + s + "'");
 }
 

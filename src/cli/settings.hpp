@@ -14,7 +14,9 @@
 
 namespace vbagg::cli {
 
-enum class ModelKind { vbagg, nystrom, bag_pixel, constant };
+// model.kind, in the order of model_kind_names() (the spellings the setting accepts).
+enum class ModelKind { vbagg, bag_pixel, nystrom, constant };
+std::vector<std::string> model_kind_names();
 std::string to_string(ModelKind k);
 
 struct Settings {
