@@ -136,7 +136,7 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
     // The fold is held out of the fit entirely: the fit sees no holdout units.
     TrainRun run = train_on_split(config, raw, Split{split.train, {}}, threads, false);
     for (Index a : split.holdout) run.file.holdout_units.push_back(raw.dataset.bag_ids[static_cast<size_t>(a)]);
-    const LoadedModel fitted{std::move(run.file), m.config, true};
+    const LoadedModel fitted = loaded_model(std::move(run.file), m.config, true);
     cv.folds.push_back(evaluate(fitted, model_inputs(fitted, raw), "holdout", truth_path, samples, threads));
     bar.update(k + 1);
   }

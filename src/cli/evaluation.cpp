@@ -42,7 +42,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   if (bags.empty()) throw DataError("no " + split + " units of the model are in the data; nothing to evaluate");
 
   Metrics r;
-  r.kind = m.file.kind;
+  r.kind = to_string(m.file.kind);
   r.split = split;
   r.units = static_cast<Index>(bags.size());
   r.levels = calibration_levels();
@@ -53,37 +53,21 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     P[k] = bag_weight[bags[static_cast<size_t>(k)]];
     r.pixels += d.bag_size(bags[static_cast<size_t>(k)]);
   }
-  const Vector yhat = unit_totals(m, d, bags, threads);
+  const Predictor& predictor = *m.predictor;
+  const Vector yhat = predictor.unit_totals(d, bags, threads);
   r.observed.assign(y.data(), y.data() + y.size());
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
-  // Poisson models (and the constant baseline) are scored by the Poisson NLL of their totals;
-  // other likelihoods, and a unit effect, by their own predictive density.
-  const bool poisson =
-      m.file.kind == "constant" || (model.spec.likelihood == LikelihoodKind::poisson && !model.spec.unit_effect);
-  const bool counts = m.file.kind == "constant" || likelihood_of(model.spec.likelihood).is_count();
-  if (poisson) {
-    const BagNll nll = bag_poisson_nll(y, yhat);
-    r.bag_nll_sum = nll.sum;
-    r.bag_nll_mean = nll.mean;
-  } else {
-    r.bag_nll_mean = bag_predictive_nll(model, d, bags, threads);
-    r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
-  }
+  r.bag_nll_mean = predictor.bag_nll_mean(d, bags, yhat, threads);
+  r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
   r.bag_log_mse = bag_log_mse(y, yhat);
 
-  // Constant baseline: training units predict themselves (y_a / P_a); others the training rate.
-  double train_y = 0, train_P = 0;
-  for (Index a : train) {
-    train_y += d.response[a];
-    train_P += bag_weight[a];
-  }
-  const double rate = train_P > 0 ? train_y / train_P : NAN;
+  // The constant baseline fitted to the training units: they predict themselves; others get the
+  // training rate.
+  const ConstantRates baseline = fit_constant_rates(d, train);
   Vector base(r.units);
-  for (Index k = 0; k < r.units; ++k) {
-    const Index a = bags[static_cast<size_t>(k)];
-    base[k] = std::find(train.begin(), train.end(), a) != train.end() ? d.response[a] : rate * P[k];
-  }
-  if (counts) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
+  for (Index k = 0; k < r.units; ++k)
+    base[k] = baseline.of(d.bag_ids[static_cast<size_t>(bags[static_cast<size_t>(k)])]) * P[k];
+  if (predictor.counts()) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   // Coverage of the observed counts by central predictive intervals.
@@ -94,7 +78,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   std::uniform_real_distribution<double> unif(0, 1);
   for (Index k = 0; k < r.units; ++k) {
     const Index a = bags[static_cast<size_t>(k)];
-    const Vector draws = unit_draws(m, d, a, samples);
+    const Vector draws = predictor.unit_draws(d, a, samples);
     for (size_t l = 0; l < r.levels.size(); ++l) {
       const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
       const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
@@ -105,7 +89,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   r.count_pit = unit_histogram(pit, kPitBins);
   ObjectiveOptions oo;
   oo.threads = threads;
-  if (!train.empty() && m.file.kind == "vbagg") r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
+  if (!train.empty() && m.file.kind == ModelKind::vbagg) r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
 
   if (!truth_path.empty()) {
     r.has_truth = true;
@@ -133,7 +117,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
         t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
     }
     PredictOptions po;
-    if (has_uncertainty(m)) po.quantiles = central_interval_quantiles(r.levels);
+    if (predictor.has_posterior()) po.quantiles = central_interval_quantiles(r.levels);
     po.threads = threads;
     const Prediction p = predict_dataset_pixels(m, built, pixels, po);
     std::vector<Index> ok;
@@ -150,7 +134,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
     r.baseline_pixel_mse = mean_squared_error(bb, tt);
     r.baseline_pixel_correlation = correlation(bb, tt);
     // Calibration needs a posterior: point estimates (nystrom, constant) have none.
-    if (has_uncertainty(m)) {
+    if (predictor.has_posterior()) {
       Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
       for (size_t j = 0; j < ok.size(); ++j)
         for (size_t l = 0; l < r.levels.size(); ++l) {

@@ -1,7 +1,7 @@
 #include "model_data.hpp"
 
+#include <algorithm>
 #include <filesystem>
-#include <random>
 
 #include "core/predict.hpp"
 #include "io/gdal_handles.hpp"
@@ -13,10 +13,10 @@ namespace fs = std::filesystem;
 namespace {
 
 // Units of another source (a new area) are not the training units even when their ids repeat.
-bool same_units_source(const LoadedModel& m) {
+bool same_units_source(const io::ModelFile& file, const Config& config) {
   std::string trained;
-  if (const YAML::Node u = m.file.config["data"]["units"]; u && u["path"]) trained = u["path"].as<std::string>();
-  const std::string now = m.config.data_config().units.path;
+  if (const YAML::Node u = file.config["data"]["units"]; u && u["path"]) trained = u["path"].as<std::string>();
+  const std::string now = config.data_config().units.path;
   return !now.empty() && fs::weakly_canonical(now) == fs::weakly_canonical(trained);
 }
 
@@ -38,9 +38,13 @@ LoadedModel load_model(const std::string& model_path, const std::string& config_
                        const std::vector<std::string>& sets, RequiredData required) {
   io::ModelFile file = io::read_model_file(model_path);
   Config config = model_config(file, model_path, config_path, sets, required);
-  LoadedModel m{std::move(file), std::move(config), true};
-  m.same_units = same_units_source(m);
-  return m;
+  const bool same = same_units_source(file, config);
+  return loaded_model(std::move(file), std::move(config), same);
+}
+
+LoadedModel loaded_model(io::ModelFile file, Config config, bool same_units) {
+  std::shared_ptr<const Predictor> predictor = make_predictor(file, same_units);
+  return {std::move(file), std::move(config), same_units, std::move(predictor)};
 }
 
 std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig& data) {
@@ -107,60 +111,21 @@ io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {
   return built;
 }
 
-bool has_uncertainty(const LoadedModel& m) { return m.file.kind == "vbagg" || m.file.kind == "bag_pixel"; }
-
-double constant_rate(const LoadedModel& m, const std::string& unit_id) {
-  if (!m.same_units) return m.file.overall_rate;
-  const auto it = m.file.unit_rates.find(unit_id);
-  return it != m.file.unit_rates.end() ? it->second : m.file.overall_rate;
-}
-
-Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Index>& bags, int threads) {
-  if (m.file.kind != "constant") return predicted_bag_totals(m.file.model, d, bags, threads, m.same_units);
-  const Vector P = d.bag_weights();
-  Vector t(static_cast<Index>(bags.size()));
-  for (size_t k = 0; k < bags.size(); ++k)
-    t[static_cast<Index>(k)] = constant_rate(m, d.bag_ids[static_cast<size_t>(bags[k])]) * P[bags[k]];
-  return t;
-}
-
-Vector unit_draws(const LoadedModel& m, const Dataset& d, Index a, int samples) {
-  const unsigned long long seed = 1000 + static_cast<unsigned long long>(a);
-  const Index b = d.bag_begin(a), n = d.bag_size(a);
-  if (m.file.kind == "constant") {
-    const double eta = constant_rate(m, d.bag_ids[static_cast<size_t>(a)]) * d.bag_weights()[a];
-    std::mt19937_64 rng(seed);
-    std::poisson_distribution<long long> poisson(eta);
-    Vector draws(samples);
-    for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));
-    std::sort(draws.data(), draws.data() + draws.size());
-    return draws;
-  }
-  const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-  const UnitEffectMoments unit = bag_unit_effects(m.file.model, d, {a}, 1, m.same_units)[0];
-  Vector draws = bag_predictive_draws(m.file.model, d.inputs.middleCols(b, n), w, samples, seed, unit);
-  std::sort(draws.data(), draws.data() + draws.size());
-  return draws;
-}
-
 Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,
                                   const PredictOptions& options) {
   const Dataset& d = built.dataset;
-  if (m.file.kind == "constant") {
-    Prediction p;
-    const Index n = static_cast<Index>(pixels.size());
-    p.mean.resize(n);
-    p.sd = p.latent_mean = p.latent_var = Vector::Zero(n);
-    for (Index j = 0; j < n; ++j) {
-      const Index i = pixels[static_cast<size_t>(j)];
-      const auto bag = std::upper_bound(d.offsets.begin(), d.offsets.end(), i) - d.offsets.begin() - 1;
-      p.mean[j] = constant_rate(m, d.bag_ids[static_cast<size_t>(bag)]);
+  const bool units = m.predictor->needs_pixel_units();
+  Matrix X(units ? 0 : d.num_inputs(), static_cast<Index>(pixels.size()));
+  std::vector<const std::string*> unit_of;
+  for (size_t j = 0; j < pixels.size(); ++j) {
+    if (units) {
+      const auto bag = std::upper_bound(d.offsets.begin(), d.offsets.end(), pixels[j]) - d.offsets.begin() - 1;
+      unit_of.push_back(&d.bag_ids[static_cast<size_t>(bag)]);
+    } else {
+      X.col(static_cast<Index>(j)) = d.inputs.col(pixels[j]);
     }
-    return p;
   }
-  Matrix X(d.num_inputs(), static_cast<Index>(pixels.size()));
-  for (size_t j = 0; j < pixels.size(); ++j) X.col(static_cast<Index>(j)) = d.inputs.col(pixels[j]);
-  return predict(m.file.model, X, options);
+  return m.predictor->predict_pixels(X, unit_of, options);
 }
 
 }  // namespace vbagg::cli

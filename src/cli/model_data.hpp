@@ -9,6 +9,7 @@
 #include "core/predict.hpp"
 #include "io/build_dataset.hpp"
 #include "io/model_file.hpp"
+#include "predictor.hpp"
 
 namespace vbagg::cli {
 
@@ -16,7 +17,11 @@ struct LoadedModel {
   io::ModelFile file;
   Config config;           // --config when given, else the model's own resolved configuration; --set applied
   bool same_units = true;  // the configuration's units are those the model was trained on (not a new area)
+  std::shared_ptr<const Predictor> predictor;  // of `file`, for these units
 };
+
+// A model with its configuration, and its predictor for the configuration's units.
+LoadedModel loaded_model(io::ModelFile file, Config config, bool same_units);
 
 // `required`: which data.* keys a --config must give (prediction makes the units optional).
 LoadedModel load_model(const std::string& model_path, const std::string& config_path,
@@ -29,22 +34,7 @@ io::BuiltData model_dataset(const LoadedModel& m);
 // The same from a dataset already built from m.config (raw inputs, as io::build_dataset gives them).
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built);
 
-// Whether the model has a posterior (vbagg, bag_pixel) or is a point estimate (nystrom, constant).
-bool has_uncertainty(const LoadedModel& m);
-
-// constant model: the rate of a unit (its own if it was a training unit, else the overall rate).
-double constant_rate(const LoadedModel& m, const std::string& unit_id);
-
-// Predicted totals sum_i c_i p_i E[lambda_i] of the listed bags, for any kind.
-Vector unit_totals(const LoadedModel& m, const Dataset& d, const std::vector<Index>& bags, int threads);
-
-// Predictive draws of one bag's observation, for any kind (point estimates: observation noise only).
-// Sorted posterior predictive draws of a unit's observation (joint latent draws plus the
-// observation noise); the same draws for a unit in predict and eval.
-Vector unit_draws(const LoadedModel& m, const Dataset& d, Index bag, int samples);
-
-// Predictions at pixels of the dataset (indices into built.dataset). constant: the rate of the
-// pixel's unit, sd 0, no quantiles or exceedance.
+// Predictions at pixels of the dataset (indices into built.dataset), for any kind.
 Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,
                                   const PredictOptions& options);
 

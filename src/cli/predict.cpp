@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <sstream>
 #include <unordered_map>
 
@@ -13,7 +12,6 @@
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 #include "core/metrics.hpp"
-#include "core/predict.hpp"
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/coordinates.hpp"
@@ -25,8 +23,6 @@ namespace vbagg::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-
 std::string level_name(double v) {
   std::ostringstream s;
   s << v;
@@ -35,16 +31,12 @@ std::string level_name(double v) {
 
 enum class Quantity { mean, cases, latent_mean, sd, quantile, latent_sd, exceedance };
 
-struct Output {
+// One map to write: what it shows, which quantile or threshold, its file, description and unit.
+struct MapSpec {
   Quantity what;
-  size_t index;  // which quantile or threshold
-  std::unique_ptr<io::RasterWriter> writer;
-  std::vector<float> strip;
+  size_t index;
+  std::string file, description, unit;
 };
-
-std::string intensity_unit(const Model& m) { return likelihood_of(m.spec.likelihood).intensity_unit(); }
-
-std::string latent_unit(const Model& m) { return link_of(m.spec.link).latent_meaning(); }
 
 // What a pixel map shows: the smooth intensity, never the count noise of the bag likelihood.
 std::string map_includes(const Model& m) {
@@ -59,6 +51,157 @@ std::string map_includes(const Model& m) {
   return s;
 }
 
+// The maps a model gives: means always; sd, quantiles, latent sd and exceedance only with a
+// posterior (point estimates carry no made-up uncertainty); cases only with a population.
+std::vector<MapSpec> plan_maps(const LoadedModel& m, bool population, const std::vector<double>& quantiles,
+                               const std::vector<double>& exceedance) {
+  const Predictor& p = *m.predictor;
+  const std::string iu = likelihood_of(m.file.model.spec.likelihood).intensity_unit();
+  const std::string lu = link_of(m.file.model.spec.link).latent_meaning();
+  const std::string est = p.has_posterior() ? "posterior mean" : "point estimate";
+  std::vector<MapSpec> maps = {{Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu}};
+  if (population)
+    maps.push_back(
+        {Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity", "cases"});
+  if (p.has_latent()) maps.push_back({Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu});
+  if (!p.has_posterior()) return maps;
+  maps.push_back({Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu});
+  for (size_t k = 0; k < quantiles.size(); ++k)
+    maps.push_back({Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
+                    "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu});
+  maps.push_back({Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu});
+  for (size_t k = 0; k < exceedance.size(); ++k)
+    maps.push_back({Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
+                    "P(intensity > " + level_name(exceedance[k]) + ")", "probability"});
+  return maps;
+}
+
+struct MapOutput {
+  MapSpec spec;
+  std::unique_ptr<io::RasterWriter> writer;
+  std::vector<float> strip;
+};
+
+std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedModel& m, const std::string& out,
+                                 const io::Grid& grid, const io::RasterFormat& format) {
+  const std::string kind = to_string(m.file.kind);
+  std::vector<MapOutput> outs;
+  for (const MapSpec& spec : maps) {
+    auto writer = std::make_unique<io::RasterWriter>(out + "/" + spec.file, grid, spec.description, spec.unit, format);
+    writer->set_metadata("VBAGG_MODEL_KIND", kind);
+    writer->set_metadata("VBAGG_VERSION", version_text());
+    if (m.predictor->has_latent()) writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(m.file.model));
+    if (!m.predictor->has_posterior())
+      writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + kind + " model is a point estimate");
+    outs.push_back({spec, std::move(writer), {}});
+  }
+  return outs;
+}
+
+// The rasters a strip is read from, aligned to the configuration's reference grid.
+struct PixelSources {
+  io::Grid grid;
+  std::string grid_path;
+  std::vector<CovariateSource> covariates;  // in the model's input order
+  std::vector<std::unique_ptr<io::AlignedLayer>> layers;
+  std::unique_ptr<io::AlignedLayer> population;
+};
+
+PixelSources open_sources(const LoadedModel& m, const io::DataConfig& data) {
+  PixelSources s;
+  s.grid_path = io::reference_grid_path(data);
+  {
+    io::DatasetPtr ref = io::open_raster(s.grid_path);
+    s.grid = io::Grid::of(*ref, s.grid_path);
+  }
+  s.covariates = match_covariates(m.file.covariates, covariate_band_names(data), m.config.source());
+  for (const auto& l : data.covariates)
+    s.layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, s.grid, s.grid_path));
+  if (!data.population.path.empty())
+    s.population =
+        std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, s.grid, s.grid_path);
+  const int coordinates = io::CoordinateMapper(s.grid).count();
+  if (m.file.coordinates && coordinates != m.file.coordinates)
+    throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" +
+                    s.grid_path + "' gives " + std::to_string(coordinates));
+  return s;
+}
+
+// Rows [row0, row0 + rows) of the grid: the pixels with every covariate, their model inputs
+// (standardised, coordinates last) and the population of every pixel.
+struct Strip {
+  int row0 = 0, rows = 0;
+  std::vector<Index> valid;  // positions in the strip (row-major)
+  Matrix inputs;             // one column per valid pixel; no rows when the predictor reads none
+  std::vector<double> population;
+};
+
+void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMapper& coords, int row0, int rows,
+                std::vector<std::vector<double>>& values, Strip& s) {
+  const int width = src.grid.width;
+  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(width);
+  s.row0 = row0;
+  s.rows = rows;
+  for (size_t k = 0; k < src.covariates.size(); ++k)
+    src.layers[src.covariates[k].layer]->read(src.covariates[k].band, 0, row0, width, rows, values[k]);
+  if (src.population) src.population->read(1, 0, row0, width, rows, s.population);
+  s.valid.clear();
+  for (size_t i = 0; i < n; ++i) {
+    bool ok = true;
+    for (size_t k = 0; ok && k < values.size(); ++k) ok = std::isfinite(values[k][i]);
+    if (ok) s.valid.push_back(static_cast<Index>(i));
+  }
+  if (m.predictor->needs_pixel_units()) {
+    s.inputs.resize(0, static_cast<Index>(s.valid.size()));
+    return;
+  }
+  const Index Dc = static_cast<Index>(values.size());
+  s.inputs.resize(Dc + m.file.coordinates, static_cast<Index>(s.valid.size()));
+  for (size_t j = 0; j < s.valid.size(); ++j) {
+    const size_t i = static_cast<size_t>(s.valid[j]);
+    for (Index k = 0; k < Dc; ++k) s.inputs(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
+    if (m.file.coordinates)
+      coords(static_cast<int>(i % static_cast<size_t>(width)), row0 + static_cast<int>(i / static_cast<size_t>(width)),
+             s.inputs.col(static_cast<Index>(j)).data() + Dc);
+  }
+  m.file.standardization.apply(s.inputs);
+}
+
+double map_value(const MapSpec& spec, const Prediction& p, Index j, double population) {
+  const Index k = static_cast<Index>(spec.index);
+  switch (spec.what) {
+    case Quantity::mean:
+      return p.mean[j];
+    case Quantity::cases:
+      return population * p.mean[j];
+    case Quantity::latent_mean:
+      return p.latent_mean[j];
+    case Quantity::sd:
+      return p.sd[j];
+    case Quantity::quantile:
+      return p.quantiles(j, k);
+    case Quantity::latent_sd:
+      return std::sqrt(p.latent_var[j]);
+    case Quantity::exceedance:
+      return p.exceedance(j, k);
+  }
+  return NAN;
+}
+
+// The unit holding each grid cell (the one covering most of it), for predictors that read units.
+std::unordered_map<std::int64_t, const std::string*> units_by_cell(const io::BuiltData& built) {
+  std::unordered_map<std::int64_t, std::pair<double, const std::string*>> best;
+  const Dataset& d = built.dataset;
+  for (Index a = 0; a < d.num_bags(); ++a)
+    for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+      auto& slot = best[built.cell[static_cast<size_t>(i)]];
+      if (d.coverage[i] > slot.first) slot = {d.coverage[i], &d.bag_ids[static_cast<size_t>(a)]};
+    }
+  std::unordered_map<std::int64_t, const std::string*> out;
+  for (const auto& [cell, slot] : best) out[cell] = slot.second;
+  return out;
+}
+
 // units.csv: observed count, predicted total with a central predictive interval, per unit.
 void write_units_csv(const std::string& path, const LoadedModel& m, const std::vector<double>& levels, int samples,
                      int threads) {
@@ -66,7 +209,7 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
   const Dataset& d = built.dataset;
   std::vector<Index> all(static_cast<size_t>(d.num_bags()));
   for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  const Vector totals = unit_totals(m, d, all, threads);
+  const Vector totals = m.predictor->unit_totals(d, all, threads);
   const Vector bag_weight = d.bag_weights();
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
   std::ostringstream s;
@@ -78,8 +221,7 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
   const std::vector<std::string>& holdout = m.same_units ? m.file.holdout_units : none;
   for (Index a = 0; a < d.num_bags(); ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
-    const Index n = d.bag_size(a);
-    const Vector draws = unit_draws(m, d, a, samples);
+    const Vector draws = m.predictor->unit_draws(d, a, samples);
     auto q = [&](double p) { return empirical_quantile(draws, p); };
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
@@ -93,13 +235,100 @@ void write_units_csv(const std::string& path, const LoadedModel& m, const std::v
       << (in_train     ? "train"
           : in_holdout ? "holdout"
                        : "new")
-      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << "," << n
-      << "\n";
+      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << ","
+      << d.bag_size(a) << "\n";
   }
   io::write_text_atomic(path, s.str());
 }
 
 }  // namespace
+
+void run_predict(const PredictArgs& args) {
+  io::ensure_gdal_registered();
+  io::RasterFormat format{args.format, args.creation, 1};
+  format.validate();
+  const LoadedModel m = load_model(args.model_path, args.config_path, args.sets, RequiredData::not_units);
+  const Settings settings = settings_of(m.config);
+  const std::vector<double> quantiles = args.quantiles.empty() ? settings.predict.quantiles : args.quantiles;
+  const std::vector<double> exceedance = args.exceedance.empty() ? settings.predict.exceedance : args.exceedance;
+  for (double q : quantiles)
+    if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
+  const int threads = thread_count(settings, args.threads);
+  format.threads = threads;
+  io::ensure_writable_dir(args.out);
+  const io::DataConfig data = m.config.data_config();
+  if (!m.predictor->has_posterior() && (!args.quantiles.empty() || !args.exceedance.empty()))
+    spdlog::warn("the {} model is a point estimate: no sd, quantile, exceedance or latent sd maps are written",
+                 to_string(m.file.kind));
+
+  // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
+  const std::vector<MapSpec> maps = plan_maps(m, !data.population.path.empty(), quantiles, exceedance);
+  std::vector<std::string> planned = {"units.csv"};
+  for (const MapSpec& s : maps) planned.push_back(s.file);
+  refuse_overwriting_inputs(args.out, planned, data);
+
+  PixelSources src = open_sources(m, data);
+  const io::Grid& grid = src.grid;
+  std::vector<MapOutput> outs = open_maps(maps, m, args.out, grid, format);
+  // The constant model's rate belongs to the unit holding each pixel.
+  io::BuiltData units;
+  std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
+  if (m.predictor->needs_pixel_units() && !data.units.path.empty()) {
+    units = model_dataset(m);
+    unit_of_cell = units_by_cell(units);
+  }
+
+  PredictOptions po;
+  if (m.predictor->has_posterior()) {
+    po.quantiles = quantiles;
+    po.exceedance = exceedance;
+  }
+  po.threads = threads;
+  // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
+  // covariates) however wide the grid is.
+  const int strip_rows = std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
+  const io::CoordinateMapper coords(grid);
+  Progress progress("predicting", grid.height, args.progress);
+  std::vector<std::vector<double>> values(src.covariates.size());
+  Strip strip;
+  std::vector<const std::string*> pixel_units;
+  long long predicted = 0;
+  for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
+    read_strip(src, m, coords, row0, std::min(strip_rows, grid.height - row0), values, strip);
+    pixel_units.clear();
+    if (m.predictor->needs_pixel_units())
+      for (Index i : strip.valid) {
+        const auto it = unit_of_cell.find(static_cast<std::int64_t>(row0) * grid.width + i);
+        pixel_units.push_back(it != unit_of_cell.end() ? it->second : nullptr);
+      }
+    const Prediction p = m.predictor->predict_pixels(strip.inputs, pixel_units, po);
+    const size_t n = static_cast<size_t>(strip.rows) * static_cast<size_t>(grid.width);
+    for (auto& o : outs) {
+      o.strip.assign(n, NAN);
+      for (size_t j = 0; j < strip.valid.size(); ++j) {
+        const size_t i = static_cast<size_t>(strip.valid[j]);
+        o.strip[i] = static_cast<float>(
+            map_value(o.spec, p, static_cast<Index>(j), strip.population.empty() ? NAN : strip.population[i]));
+      }
+      o.writer->write_rows(row0, strip.rows, o.strip);
+    }
+    fault_point("strip");
+    predicted += static_cast<long long>(strip.valid.size());
+    progress.update(row0 + strip.rows);
+  }
+  progress.finish();
+  for (auto& o : outs) {
+    o.writer->finish();
+    fault_point("map");
+  }
+  spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
+               args.out);
+  if (!data.units.path.empty()) {
+    write_units_csv(args.out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
+                    settings.predict.samples, threads);
+    spdlog::info("wrote {}/units.csv", args.out);
+  }
+}
 
 int predict_main(int argc, char** argv) {
   CLI::App app(
@@ -108,214 +337,28 @@ int predict_main(int argc, char** argv) {
       "cases_mean, latent_mean, latent_sd, exceedance_<t>) and units.csv with observed and predicted totals. "
       "With --config it predicts for another area or year from rasters with the same covariate names.",
       "vbagg-predict");
-  std::string model_path, config_path, out, format = "GTiff";
-  std::vector<std::string> sets, creation;
-  std::vector<double> quantiles, exceedance;
-  int threads = 0;
+  PredictArgs args;
   bool quiet = false, verbose = false;
-  app.add_option("--model", model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
-  app.add_option("--config", config_path, "Run configuration for a new area or year (default: the model's own)");
-  app.add_option("--set", sets, "Override a setting: --set KEY=VALUE (repeatable)");
-  app.add_option("--out", out, "Output folder for the maps and units.csv")->required();
-  app.add_option("--quantiles", quantiles,
+  app.add_option("--model", args.model_path, "Fitted model (model.yaml written by vbagg-train)")->required();
+  app.add_option("--config", args.config_path, "Run configuration for a new area or year (default: the model's own)");
+  app.add_option("--set", args.sets, "Override a setting: --set KEY=VALUE (repeatable)");
+  app.add_option("--out", args.out, "Output folder for the maps and units.csv")->required();
+  app.add_option("--quantiles", args.quantiles,
                  "Quantile levels of the intensity maps, comma-separated (default: predict.quantiles, 0.025,0.975)")
       ->delimiter(',')
       ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--exceedance", exceedance, "Threshold t for a map of P(intensity > t) (repeatable)");
-  app.add_option("--of", format, "Output format: GTiff (tiled, DEFLATE) or COG (cloud-optimised, with overviews)")
+  app.add_option("--exceedance", args.exceedance, "Threshold t for a map of P(intensity > t) (repeatable)");
+  app.add_option("--of", args.format, "Output format: GTiff (tiled, DEFLATE) or COG (cloud-optimised, with overviews)")
       ->check(CLI::IsMember({"GTiff", "COG"}))
       ->capture_default_str();
-  app.add_option("--co", creation, "GDAL creation option KEY=VALUE passed to the output driver (repeatable)");
-  app.add_option("--threads", threads, "Threads (default: train.threads, 0 = every core)")->check(CLI::PositiveNumber);
+  app.add_option("--co", args.creation, "GDAL creation option KEY=VALUE passed to the output driver (repeatable)");
+  app.add_option("--threads", args.threads, "Threads (default: train.threads, 0 = every core)")
+      ->check(CLI::PositiveNumber);
   add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-predict", quiet, verbose);
-    io::ensure_gdal_registered();
-    io::RasterFormat fmt{format, creation, 1};
-    fmt.validate();
-    const LoadedModel m = load_model(model_path, config_path, sets, RequiredData::not_units);
-    const Model& model = m.file.model;
-    const Settings settings = settings_of(m.config);
-    if (quantiles.empty()) quantiles = settings.predict.quantiles;
-    if (exceedance.empty()) exceedance = settings.predict.exceedance;
-    for (double q : quantiles)
-      if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
-    const int nthreads = thread_count(settings, threads);
-    fmt.threads = nthreads;
-    io::ensure_writable_dir(out);
-
-    const io::DataConfig data = m.config.data_config();
-    // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
-    std::vector<std::string> planned = {"intensity_mean.tif", "intensity_sd.tif", "cases_mean.tif",
-                                        "latent_mean.tif",    "latent_sd.tif",    "units.csv"};
-    for (double q : quantiles) planned.push_back("intensity_q" + level_name(q) + ".tif");
-    for (double t : exceedance) planned.push_back("exceedance_" + level_name(t) + ".tif");
-    refuse_overwriting_inputs(out, planned, data);
-    // The reference grid of the configuration (the training grid unless --config names another).
-    const std::string grid_path = io::reference_grid_path(data);
-    io::Grid grid;
-    {
-      io::DatasetPtr ref = io::open_raster(grid_path);
-      grid = io::Grid::of(*ref, grid_path);
-    }
-    const auto band_names = covariate_band_names(data);
-    const auto sources = match_covariates(m.file.covariates, band_names, m.config.source());
-    std::vector<std::unique_ptr<io::AlignedLayer>> layers;
-    for (const auto& l : data.covariates)
-      layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, grid, grid_path));
-    std::unique_ptr<io::AlignedLayer> population;
-    if (!data.population.path.empty())
-      population =
-          std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, grid, grid_path);
-    const io::CoordinateMapper coords(grid);
-    if (m.file.coordinates && coords.count() != m.file.coordinates)
-      throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" +
-                      grid_path + "' gives " + std::to_string(coords.count()));
-
-    // Point estimates (nystrom, constant) have no posterior: only their means are written, and
-    // the maps say so in their metadata rather than carrying made-up uncertainty.
-    const bool posterior = has_uncertainty(m);
-    if (!posterior && (app.count("--quantiles") || app.count("--exceedance")))
-      spdlog::warn("the {} model is a point estimate: no sd, quantile, exceedance or latent sd maps are written",
-                   m.file.kind);
-    std::vector<Output> outs;
-    auto add = [&](Quantity what, size_t index, const std::string& file, const std::string& desc,
-                   const std::string& unit) {
-      auto writer = std::make_unique<io::RasterWriter>(out + "/" + file, grid, desc, unit, fmt);
-      writer->set_metadata("VBAGG_MODEL_KIND", m.file.kind);
-      writer->set_metadata("VBAGG_VERSION", version_text());
-      if (m.file.kind != "constant") writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(model));
-      if (!posterior)
-        writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + m.file.kind + " model is a point estimate");
-      outs.push_back({what, index, std::move(writer), {}});
-    };
-    const std::string iu = intensity_unit(model), lu = latent_unit(model);
-    const std::string est = posterior ? "posterior mean" : "point estimate";
-    add(Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu);
-    if (population)
-      add(Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity", "cases");
-    if (m.file.kind != "constant") add(Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu);
-    if (posterior) {
-      add(Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu);
-      for (size_t k = 0; k < quantiles.size(); ++k)
-        add(Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
-            "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu);
-      add(Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu);
-      for (size_t k = 0; k < exceedance.size(); ++k)
-        add(Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
-            "P(intensity > " + level_name(exceedance[k]) + ")", "probability");
-    }
-    // constant: the rate of the unit holding each pixel (the one covering most of it).
-    std::unordered_map<std::int64_t, std::pair<double, double>> cell_rate;  // cell -> (coverage, rate)
-    if (m.file.kind == "constant" && !data.units.path.empty()) {
-      const io::BuiltData built = model_dataset(m);
-      const Dataset& d = built.dataset;
-      for (Index a = 0; a < d.num_bags(); ++a) {
-        const double rate = constant_rate(m, d.bag_ids[static_cast<size_t>(a)]);
-        for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
-          auto& slot = cell_rate[built.cell[static_cast<size_t>(i)]];
-          if (d.coverage[i] > slot.first) slot = {d.coverage[i], rate};
-        }
-      }
-    }
-
-    PredictOptions po;
-    if (posterior) {
-      po.quantiles = quantiles;
-      po.exceedance = exceedance;
-    }
-    po.threads = nthreads;
-    const Index D = m.file.kind == "constant" ? 0 : model.num_inputs();
-    const Index Dc = static_cast<Index>(m.file.covariates.size());
-    // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
-    // covariates) however wide the grid is.
-    const int strip_rows = std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
-    Progress progress("predicting", grid.height, !quiet);
-    std::vector<std::vector<double>> values(sources.size());
-    std::vector<double> pop;
-    long long predicted = 0;
-    for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
-      const int rows = std::min(strip_rows, grid.height - row0);
-      const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
-      for (size_t k = 0; k < sources.size(); ++k)
-        layers[sources[k].layer]->read(sources[k].band, 0, row0, grid.width, rows, values[k]);
-      if (population) population->read(1, 0, row0, grid.width, rows, pop);
-      std::vector<Index> valid;
-      for (size_t i = 0; i < n; ++i) {
-        bool ok = true;
-        for (size_t k = 0; ok && k < sources.size(); ++k) ok = std::isfinite(values[k][i]);
-        if (ok) valid.push_back(static_cast<Index>(i));
-      }
-      Prediction p;
-      if (m.file.kind == "constant") {
-        p.mean.resize(static_cast<Index>(valid.size()));
-        for (size_t j = 0; j < valid.size(); ++j) {
-          const auto it = cell_rate.find(static_cast<std::int64_t>(row0) * grid.width + valid[j]);
-          p.mean[static_cast<Index>(j)] = it != cell_rate.end() ? it->second.second : m.file.overall_rate;
-        }
-      } else {
-        Matrix X(D, static_cast<Index>(valid.size()));
-        for (size_t j = 0; j < valid.size(); ++j) {
-          const size_t i = static_cast<size_t>(valid[j]);
-          for (Index k = 0; k < Dc; ++k) X(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
-          if (m.file.coordinates)
-            coords(static_cast<int>(i % static_cast<size_t>(grid.width)),
-                   row0 + static_cast<int>(i / static_cast<size_t>(grid.width)),
-                   X.col(static_cast<Index>(j)).data() + Dc);
-        }
-        m.file.standardization.apply(X);
-        p = predict(model, X, po);
-      }
-      for (auto& o : outs) o.strip.assign(n, NAN);
-      for (size_t j = 0; j < valid.size(); ++j) {
-        const size_t i = static_cast<size_t>(valid[j]);
-        const Index J = static_cast<Index>(j);
-        for (auto& o : outs) {
-          const Index k = static_cast<Index>(o.index);
-          double v = NAN;
-          switch (o.what) {
-            case Quantity::mean:
-              v = p.mean[J];
-              break;
-            case Quantity::cases:
-              v = pop[i] * p.mean[J];
-              break;
-            case Quantity::latent_mean:
-              v = p.latent_mean[J];
-              break;
-            case Quantity::sd:
-              v = p.sd[J];
-              break;
-            case Quantity::quantile:
-              v = p.quantiles(J, k);
-              break;
-            case Quantity::latent_sd:
-              v = std::sqrt(p.latent_var[J]);
-              break;
-            case Quantity::exceedance:
-              v = p.exceedance(J, k);
-              break;
-          }
-          o.strip[i] = static_cast<float>(v);
-        }
-      }
-      for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
-      fault_point("strip");
-      predicted += static_cast<long long>(valid.size());
-      progress.update(row0 + rows);
-    }
-    progress.finish();
-    for (auto& o : outs) {
-      o.writer->finish();
-      fault_point("map");
-    }
-    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
-                 out);
-    if (!data.units.path.empty()) {
-      write_units_csv(out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
-                      settings.predict.samples, nthreads);
-      spdlog::info("wrote {}/units.csv", out);
-    }
+    args.progress = !quiet;
+    run_predict(args);
   });
 }
 

@@ -1,5 +1,29 @@
+// vbagg-predict as a library call: the options as a struct, then one function that a test can call
+// in-process (the shape of GDAL's *_lib.cpp apps).
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace vbagg::cli {
+
+struct PredictArgs {
+  std::string model_path;             // model.yaml written by vbagg-train
+  std::string config_path;            // a run configuration for another area or year; empty: the model's own
+  std::vector<std::string> sets;      // KEY=VALUE overrides
+  std::string out;                    // output folder
+  std::vector<double> quantiles;      // empty: predict.quantiles
+  std::vector<double> exceedance;     // empty: predict.exceedance
+  std::string format = "GTiff";       // GTiff or COG
+  std::vector<std::string> creation;  // GDAL creation options KEY=VALUE
+  int threads = 0;                    // 0: train.threads
+  bool progress = false;              // a progress bar on an interactive stderr
+};
+
+// Writes one map per quantity over the whole grid and, when the configuration has units,
+// units.csv. Throws ConfigError for settings, DataError for data.
+void run_predict(const PredictArgs& args);
+
 int predict_main(int argc, char** argv);
-}
+
+}  // namespace vbagg::cli

@@ -244,17 +244,17 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
     sd[where[j]] = static_cast<float>(p.sd[static_cast<Index>(j)]);
   }
   const std::string mean_png = map_png(mean, w, h, "mean");
-  const std::string sd_png = has_uncertainty(m) ? map_png(sd, w, h, "sd") : "";
+  const std::string sd_png = m.predictor->has_posterior() ? map_png(sd, w, h, "sd") : "";
 
   std::ostringstream html;
   html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vbagg evaluation</title>\n"
        << "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
        << "pre{background:#f4f4f4;padding:1em}figure{display:inline-block;margin:0 1em 1em 0}"
        << "img{border:1px solid #ccc;image-rendering:pixelated}</style></head><body>\n"
-       << "<h1>vbagg evaluation</h1>\n<p>Model: " << m.file.kind << "; " << to_string(m.file.model.spec.likelihood)
-       << " likelihood, " << to_string(m.file.model.spec.link) << " link, " << to_string(m.file.model.spec.expectation)
-       << " expectation, " << m.file.model.num_inducing() << " inducing points; " << m.file.training.epochs
-       << " epochs (" << m.file.training.stop_reason << ").</p>\n"
+       << "<h1>vbagg evaluation</h1>\n<p>Model: " << to_string(m.file.kind) << "; "
+       << to_string(m.file.model.spec.likelihood) << " likelihood, " << to_string(m.file.model.spec.link) << " link, "
+       << to_string(m.file.model.spec.expectation) << " expectation, " << m.file.model.num_inducing()
+       << " inducing points; " << m.file.training.epochs << " epochs (" << m.file.training.stop_reason << ").</p>\n"
        << "<h2>Metrics</h2>\n<pre>" << table << "</pre>\n<h2>Plots</h2>\n"
        << "<figure><img alt=\"calibration\" src=\"data:image/png;base64," << calibration_plot(r) << "\"></figure>\n"
        << (r.count_pit.empty()

@@ -2,18 +2,7 @@
 
 namespace vbagg::cli {
 
-std::vector<std::string> model_kind_names() { return {"vbagg", "bag_pixel", "nystrom", "constant"}; }
-
-std::string to_string(ModelKind k) { return model_kind_names()[static_cast<size_t>(k)]; }
-
 namespace {
-
-ModelKind parse_model_kind(const std::string& s) {
-  const std::vector<std::string> names = model_kind_names();
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == s) return static_cast<ModelKind>(i);
-  throw ConfigError("unknown model.kind '" + s + "'");
-}
 
 // Reads keys of a validated configuration, remembering which.
 struct Reader {

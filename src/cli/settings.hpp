@@ -14,11 +14,6 @@
 
 namespace vbagg::cli {
 
-// model.kind, in the order of model_kind_names() (the spellings the setting accepts).
-enum class ModelKind { vbagg, bag_pixel, nystrom, constant };
-std::vector<std::string> model_kind_names();
-std::string to_string(ModelKind k);
-
 struct Settings {
   struct Model {
     ModelKind kind = ModelKind::vbagg;

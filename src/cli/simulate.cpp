@@ -8,15 +8,10 @@
 #include <sstream>
 
 #include "app.hpp"
-#include "core/country.hpp"
-#include "core/swissroll.hpp"
 #include "core/types.hpp"
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
 #include "io/raster_writer.hpp"
-
-using vbagg::Country;
-using vbagg::CountryOptions;
 
 namespace vbagg::cli {
 
@@ -110,7 +105,11 @@ std::string country_config(const Country& c) {
   return s.str();
 }
 
+}  // namespace
+
 void simulate_country(const std::string& dir, const CountryOptions& o) {
+  io::ensure_gdal_registered();
+  io::ensure_writable_dir(dir);
   const Country c = make_country(o);
   const io::Grid grid = country_grid(o.width, o.height);
   for (size_t k = 0; k < c.covariates.size(); ++k)
@@ -124,6 +123,7 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
 }
 
 void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
+  io::ensure_writable_dir(dir);
   const SwissRoll r = make_swiss_roll(o);
   std::ostringstream pixels, bags;
   pixels.precision(17);
@@ -143,8 +143,6 @@ void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
   io::write_text_atomic(dir + "/bags.csv", bags.str());
   spdlog::info("swiss roll: {} bags, {} points in R^{}, written to {}", o.bags, r.data.num_pixels(), o.dim, dir);
 }
-
-}  // namespace
 
 int simulate_main(int argc, char** argv) {
   CLI::App app(
@@ -178,8 +176,6 @@ int simulate_main(int argc, char** argv) {
   add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-simulate", quiet, verbose);
-    io::ensure_gdal_registered();
-    io::ensure_writable_dir(out);
     if (kind == "country") {
       CountryOptions o;
       const auto x = size.find('x');

@@ -1,5 +1,19 @@
+// vbagg-simulate as library calls: each writes one kind of synthetic data set into a folder.
 #pragma once
 
+#include <string>
+
+#include "core/country.hpp"
+#include "core/swissroll.hpp"
+
 namespace vbagg::cli {
+
+// Covariate and population GeoTIFFs, units.gpkg with case counts, truth_intensity.tif and a
+// data.yaml to train on.
+void simulate_country(const std::string& dir, const CountryOptions& options);
+// pixels.csv and bags.csv of the swiss-roll bag problem.
+void simulate_swissroll(const std::string& dir, const SwissRollOptions& options);
+
 int simulate_main(int argc, char** argv);
-}
+
+}  // namespace vbagg::cli

@@ -17,20 +17,47 @@ namespace vbagg::cli {
 
 namespace fs = std::filesystem;
 
+std::string run_train(const TrainArgs& args) {
+  if (args.config_path.empty()) throw ConfigError("--config is required (a run.yaml; see docs/configuration.md)");
+  const auto t0 = std::chrono::steady_clock::now();
+  Config config = Config::load(args.config_path, args.sets);
+  if (!args.out.empty()) config.set("output.dir", fs::absolute(args.out).string());
+  const Settings settings = settings_of(config);
+  const std::string& out_dir = settings.output_dir;
+  const io::DataConfig data_config = config.data_config();
+  refuse_overwriting_inputs(out_dir, {"model.yaml", "run.resolved.yaml", "history.csv"}, data_config);
+  io::ensure_writable_dir(out_dir);
+  const int threads = thread_count(settings, args.threads);
+  model_spec(settings);  // a bad model setting fails before the dataset is built
+
+  spdlog::info("building the dataset from {}", args.config_path);
+  io::BuiltData built = io::build_dataset(data_config, config.base_dir());
+  for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
+  const Split split =
+      split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
+  const TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  io::write_model_file(out_dir + "/model.yaml", run.file);
+  fault_point("output");
+  io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml());
+  fault_point("output");
+  io::write_text_atomic(out_dir + "/history.csv", run.history);
+  spdlog::info("wrote {}/model.yaml, run.resolved.yaml and history.csv ({:.1f} s)", out_dir, seconds);
+  return out_dir;
+}
+
 int train_main(int argc, char** argv) {
   CLI::App app(
       "Fits a VBAgg model to case counts per administrative unit, with covariate and population rasters, "
       "and writes model.yaml, run.resolved.yaml and history.csv to the output folder. Every setting is "
       "described in docs/configuration.md.",
       "vbagg-train");
-  std::string config_path, out;
-  std::vector<std::string> sets;
-  int threads = 0;
+  TrainArgs args;
   bool quiet = false, verbose = false, markdown = false;
-  app.add_option("--config", config_path, "Run configuration (YAML), e.g. run.yaml");
-  app.add_option("--set", sets, "Override a setting: --set KEY=VALUE, e.g. --set model.link=square (repeatable)");
-  app.add_option("--out", out, "Output folder (overrides output.dir)");
-  app.add_option("--threads", threads, "Threads (overrides train.threads; default: every core)")
+  app.add_option("--config", args.config_path, "Run configuration (YAML), e.g. run.yaml");
+  app.add_option("--set", args.sets, "Override a setting: --set KEY=VALUE, e.g. --set model.link=square (repeatable)");
+  app.add_option("--out", args.out, "Output folder (overrides output.dir)");
+  app.add_option("--threads", args.threads, "Threads (overrides train.threads; default: every core)")
       ->check(CLI::PositiveNumber);
   app.add_flag("--markdown-config", markdown, "Print the configuration reference (docs/configuration.md) and exit");
   add_common_flags(app, quiet, verbose);
@@ -39,32 +66,9 @@ int train_main(int argc, char** argv) {
       std::fputs(configuration_markdown().c_str(), stdout);
       return;
     }
-    if (config_path.empty()) throw ConfigError("--config is required (a run.yaml; see docs/configuration.md)");
     setup_logging("vbagg-train", quiet, verbose);
-    const auto t0 = std::chrono::steady_clock::now();
-    Config config = Config::load(config_path, sets);
-    if (!out.empty()) config.set("output.dir", fs::absolute(out).string());
-    const Settings settings = settings_of(config);
-    const std::string& out_dir = settings.output_dir;
-    const io::DataConfig data_config = config.data_config();
-    refuse_overwriting_inputs(out_dir, {"model.yaml", "run.resolved.yaml", "history.csv"}, data_config);
-    io::ensure_writable_dir(out_dir);
-    const int nthreads = thread_count(settings, threads);
-    model_spec(settings);  // a bad model setting fails before the dataset is built
-
-    spdlog::info("building the dataset from {}", config_path);
-    io::BuiltData built = io::build_dataset(data_config, config.base_dir());
-    for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
-    const Split split =
-        split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
-    const TrainRun run = train_on_split(config, std::move(built), split, nthreads, !quiet);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    io::write_model_file(out_dir + "/model.yaml", run.file);
-    fault_point("output");
-    io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml());
-    fault_point("output");
-    io::write_text_atomic(out_dir + "/history.csv", run.history);
-    spdlog::info("wrote {}/model.yaml, run.resolved.yaml and history.csv ({:.1f} s)", out_dir, seconds);
+    args.progress = !quiet;
+    run_train(args);
   });
 }
 

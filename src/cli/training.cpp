@@ -23,17 +23,10 @@ std::vector<std::string> ids_of(const Dataset& d, const std::vector<Index>& bags
 
 // Each training unit's own rate; the overall training rate elsewhere. Nothing to optimise.
 void fit_constant(const Dataset& data, const Split& split, io::ModelFile& file, FitResult& result) {
-  const Vector P = data.bag_weights();
-  double y = 0, p = 0;
-  for (Index a : split.train) {
-    file.unit_rates[data.bag_ids[static_cast<size_t>(a)]] = data.response[a] / P[a];
-    y += data.response[a];
-    p += P[a];
-  }
-  file.overall_rate = y / p;
+  file.constant = fit_constant_rates(data, split.train);
   result.stop_reason = "closed_form";
   result.elbo = NAN;
-  spdlog::info("constant model: overall training rate {:.6g} per person", file.overall_rate);
+  spdlog::info("constant model: overall training rate {:.6g} per person", file.constant.overall);
 }
 
 // The intercept and the covariate effects on the latent scale (per sd of each covariate), with
@@ -121,7 +114,7 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
 
   TrainRun run;
   io::ModelFile& file = run.file;
-  file.kind = to_string(settings.model.kind);
+  file.kind = settings.model.kind;
   FitResult result;
   std::ostringstream history;
   history.precision(17);

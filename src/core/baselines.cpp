@@ -1,6 +1,26 @@
 #include "baselines.hpp"
 
+#include <cmath>
+
 namespace vbagg {
+
+double ConstantRates::of(const std::string& unit_id) const {
+  const auto it = unit.find(unit_id);
+  return it != unit.end() ? it->second : overall;
+}
+
+ConstantRates fit_constant_rates(const Dataset& data, const std::vector<Index>& train_bags) {
+  const Vector P = data.bag_weights();
+  ConstantRates r;
+  double y = 0, p = 0;
+  for (Index a : train_bags) {
+    r.unit[data.bag_ids[static_cast<size_t>(a)]] = data.response[a] / P[a];
+    y += data.response[a];
+    p += P[a];
+  }
+  r.overall = p > 0 ? y / p : NAN;
+  return r;
+}
 
 Vector constant_rate(const Dataset& data) {
   const Vector P = data.bag_weights();

@@ -1,13 +1,26 @@
 // Baselines of MODEL.md section 9 that need no fitting.
 #pragma once
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "dataset.hpp"
 
 namespace vbagg {
 
-// Constant within-bag rate: lambda_i = y_a / P_a for every pixel of bag a (dataset order).
+// The constant model (model.kind constant, and every evaluation's baseline): a training unit's
+// rate is its own y_a / P_a; any other unit gets the training units' sum y / sum P.
+struct ConstantRates {
+  std::map<std::string, double> unit;  // by unit id
+  double overall = 0;
+  double of(const std::string& unit_id) const;
+};
+ConstantRates fit_constant_rates(const Dataset& data, const std::vector<Index>& train_bags);
+
+// The constant within-bag rate of every pixel, lambda_i = y_a / P_a (dataset order), and sum y /
+// sum P: the constant model fitted to every bag, for tests and experiments on synthetic data.
 Vector constant_rate(const Dataset& data);
-// The rate outside training bags: sum y / sum P.
 double overall_rate(const Dataset& data);
 
 // bag-pixel baseline: each bag collapsed to one pseudo-pixel with the weight-averaged inputs

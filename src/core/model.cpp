@@ -38,6 +38,7 @@ std::vector<std::string> covariance_mode_names() { return {"nystrom", "exact"}; 
 std::vector<std::string> aggregation_names() { return {"sum", "mean"}; }
 std::vector<std::string> expectation_names() { return {"bound", "delta", "sample"}; }
 std::vector<std::string> fixed_effects_names() { return {"point", "variational"}; }
+std::vector<std::string> model_kind_names() { return {"vbagg", "bag_pixel", "nystrom", "constant"}; }
 
 LikelihoodKind parse_likelihood(const std::string& s) {
   return parse_named<LikelihoodKind>(s, likelihood_names(), "likelihood");
@@ -55,12 +56,14 @@ Expectation parse_expectation(const std::string& s) {
 FixedEffects parse_fixed_effects(const std::string& s) {
   return parse_named<FixedEffects>(s, fixed_effects_names(), "fixed-effects estimate");
 }
+ModelKind parse_model_kind(const std::string& s) { return parse_named<ModelKind>(s, model_kind_names(), "model.kind"); }
 std::string to_string(LikelihoodKind v) { return likelihood_of(v).name(); }
 std::string to_string(Link v) { return link_of(v).name(); }
 std::string to_string(CovarianceMode v) { return covariance_mode_names()[static_cast<size_t>(v)]; }
 std::string to_string(Aggregation v) { return aggregation_names()[static_cast<size_t>(v)]; }
 std::string to_string(Expectation v) { return expectation_names()[static_cast<size_t>(v)]; }
 std::string to_string(FixedEffects v) { return fixed_effects_names()[static_cast<size_t>(v)]; }
+std::string to_string(ModelKind v) { return model_kind_names()[static_cast<size_t>(v)]; }
 
 void ModelSpec::validate() const {
   const BagLikelihood& lik = likelihood_of(likelihood);

@@ -31,6 +31,10 @@ enum class FixedEffects { point, variational };
 enum class CovarianceMode { nystrom, exact };
 // Normal bag model: y_a is sum_i p_i f_i (sum) or that divided by P_a (mean).
 enum class Aggregation { sum, mean };
+// Which estimator a fitted model comes from (MODEL.md sections 3 and 9): the variational model
+// (vbagg), the same fitted to units collapsed to their mean inputs (bag_pixel), the MAP Nystrom
+// point estimate (nystrom), or a rate per unit with no GP at all (constant).
+enum class ModelKind { vbagg, bag_pixel, nystrom, constant };
 
 LikelihoodKind parse_likelihood(const std::string& s);
 Link parse_link(const std::string& s);
@@ -38,12 +42,14 @@ CovarianceMode parse_covariance_mode(const std::string& s);
 Aggregation parse_aggregation(const std::string& s);
 Expectation parse_expectation(const std::string& s);
 FixedEffects parse_fixed_effects(const std::string& s);
+ModelKind parse_model_kind(const std::string& s);
 std::string to_string(LikelihoodKind v);
 std::string to_string(Link v);
 std::string to_string(CovarianceMode v);
 std::string to_string(Aggregation v);
 std::string to_string(Expectation v);
 std::string to_string(FixedEffects v);
+std::string to_string(ModelKind v);
 // Every spelling a setting accepts, in the order of its enum (for help texts and validation).
 std::vector<std::string> likelihood_names();
 std::vector<std::string> link_names();
@@ -51,6 +57,7 @@ std::vector<std::string> covariance_mode_names();
 std::vector<std::string> aggregation_names();
 std::vector<std::string> expectation_names();
 std::vector<std::string> fixed_effects_names();
+std::vector<std::string> model_kind_names();
 
 struct ModelSpec {
   LikelihoodKind likelihood = LikelihoodKind::poisson;

@@ -114,11 +114,11 @@ void write_model_file(const std::string& path, const ModelFile& f) {
   out << YAML::Key << "written_by" << YAML::Value << std::string("vbagg ") + VBAGG_VERSION;
 
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "kind" << YAML::Value << f.kind;
-  if (f.kind == "constant") {
-    out << YAML::Key << "overall_rate" << YAML::Value << f.overall_rate;
+  out << YAML::Key << "kind" << YAML::Value << to_string(f.kind);
+  if (f.kind == ModelKind::constant) {
+    out << YAML::Key << "overall_rate" << YAML::Value << f.constant.overall;
     out << YAML::Key << "unit_rates" << YAML::Value << YAML::BeginMap;
-    for (const auto& [id, rate] : f.unit_rates) out << YAML::Key << id << YAML::Value << rate;
+    for (const auto& [id, rate] : f.constant.unit) out << YAML::Key << id << YAML::Value << rate;
     out << YAML::EndMap << YAML::EndMap;
   } else {
     out << YAML::Key << "likelihood" << YAML::Value << to_string(m.spec.likelihood);
@@ -260,19 +260,21 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
 
   ModelFile f;
   const YAML::Node mn = r.at(root, "model", "");
-  f.kind = mn["kind"] ? r.get<std::string>(mn, "kind", "model.") : "vbagg";
-  if (f.kind != "vbagg" && f.kind != "bag_pixel" && f.kind != "nystrom" && f.kind != "constant")
-    r.broken("unknown model.kind '" + f.kind + "' (allowed: vbagg, bag_pixel, nystrom, constant)");
-  if (f.kind == "constant") {
-    f.overall_rate = r.get<double>(mn, "overall_rate", "model.");
+  try {
+    if (mn["kind"]) f.kind = parse_model_kind(r.get<std::string>(mn, "kind", "model."));
+  } catch (const ConfigError& e) {
+    r.broken(e.what());
+  }
+  if (f.kind == ModelKind::constant) {
+    f.constant.overall = r.get<double>(mn, "overall_rate", "model.");
     const YAML::Node rates = r.at(mn, "unit_rates", "model.");
     if (!rates.IsMap()) r.broken("'model.unit_rates' must map unit ids to rates");
-    for (const auto& kv : rates) f.unit_rates[kv.first.as<std::string>()] = kv.second.as<double>();
+    for (const auto& kv : rates) f.constant.unit[kv.first.as<std::string>()] = kv.second.as<double>();
     read_common(r, root, f, -1);
     return f;
   }
   Model& m = f.model;
-  m.spec.map_estimate = f.kind == "nystrom";
+  m.spec.map_estimate = f.kind == ModelKind::nystrom;
   if (m.spec.map_estimate) m.spec.prior_precision = r.get<double>(mn, "prior_precision", "model.");
   try {
     m.spec.likelihood = parse_likelihood(r.get<std::string>(mn, "likelihood", "model."));

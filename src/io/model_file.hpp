@@ -4,10 +4,10 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <map>
 #include <string>
 #include <vector>
 
+#include "core/baselines.hpp"
 #include "core/model.hpp"
 #include "core/standardize.hpp"
 #include "grid.hpp"
@@ -25,13 +25,9 @@ struct TrainingSummary {
 };
 
 struct ModelFile {
-  // vbagg (the variational model), bag_pixel (the same model fitted to bags collapsed to their
-  // mean inputs), nystrom (MAP point estimate, model.spec.map_estimate), or constant (a rate per
-  // training unit; `model` unused).
-  std::string kind = "vbagg";
-  std::map<std::string, double> unit_rates;  // constant: y_a / P_a of every training unit
-  double overall_rate = 0;                   // constant: sum y / sum P over the training units
-  Model model;
+  ModelKind kind = ModelKind::vbagg;    // nystrom sets model.spec.map_estimate
+  ConstantRates constant;               // kind constant (`model` unused)
+  Model model;                          // every other kind
   std::vector<std::string> covariates;  // names, in input order
   Standardization standardization;      // of the covariate rows
   int coordinates = 0;                  // 0, 2 (projected km) or 3 (geographic chordal km)

@@ -1,0 +1,127 @@
+#include "predictor.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "core/likelihood.hpp"
+#include "core/metrics.hpp"
+
+namespace vbagg::cli {
+
+namespace {
+
+unsigned long long draw_seed(Index bag) { return 1000 + static_cast<unsigned long long>(bag); }
+
+// vbagg, bag_pixel and nystrom: a GP model (nystrom's q is a point mass, so it has no posterior).
+class GpPredictor final : public Predictor {
+ public:
+  GpPredictor(const Model& model, bool posterior, bool same_units)
+      : model_(model), posterior_(posterior), same_units_(same_units) {}
+
+  bool has_posterior() const override { return posterior_; }
+  bool has_latent() const override { return true; }
+  bool needs_pixel_units() const override { return false; }
+  bool counts() const override { return likelihood_of(model_.spec.likelihood).is_count(); }
+
+  Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const override {
+    return predicted_bag_totals(model_, d, bags, threads, same_units_);
+  }
+
+  Vector unit_draws(const Dataset& d, Index a, int samples) const override {
+    const Index b = d.bag_begin(a), n = d.bag_size(a);
+    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
+    const UnitEffectMoments unit = bag_unit_effects(model_, d, {a}, 1, same_units_)[0];
+    Vector draws = bag_predictive_draws(model_, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit);
+    std::sort(draws.data(), draws.data() + draws.size());
+    return draws;
+  }
+
+  // A Poisson model without a unit effect is scored by the Poisson NLL of its totals (exact);
+  // every other likelihood by its own predictive density.
+  double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
+                      int threads) const override {
+    if (model_.spec.likelihood == LikelihoodKind::poisson && !model_.spec.unit_effect) {
+      Vector y(static_cast<Index>(bags.size()));
+      for (size_t k = 0; k < bags.size(); ++k) y[static_cast<Index>(k)] = d.response[bags[k]];
+      return bag_poisson_nll(y, totals).mean;
+    }
+    return bag_predictive_nll(model_, d, bags, threads);
+  }
+
+  Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&,
+                            const PredictOptions& options) const override {
+    return predict(model_, X, options);
+  }
+
+ private:
+  Model model_;
+  bool posterior_, same_units_;
+};
+
+// constant: the rate of the unit holding a pixel, Poisson counts per unit. No posterior.
+class ConstantPredictor final : public Predictor {
+ public:
+  ConstantPredictor(const ConstantRates& rates, bool same_units) : rates_(rates), same_units_(same_units) {}
+
+  bool has_posterior() const override { return false; }
+  bool has_latent() const override { return false; }
+  bool needs_pixel_units() const override { return true; }
+  bool counts() const override { return true; }
+
+  Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int) const override {
+    const Vector P = d.bag_weights();
+    Vector t(static_cast<Index>(bags.size()));
+    for (size_t k = 0; k < bags.size(); ++k) t[static_cast<Index>(k)] = rate(&d.bag_ids[bag(bags[k])]) * P[bags[k]];
+    return t;
+  }
+
+  Vector unit_draws(const Dataset& d, Index a, int samples) const override {
+    std::mt19937_64 rng(draw_seed(a));
+    std::poisson_distribution<long long> poisson(rate(&d.bag_ids[bag(a)]) * d.bag_weights()[a]);
+    Vector draws(samples);
+    for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));
+    std::sort(draws.data(), draws.data() + draws.size());
+    return draws;
+  }
+
+  double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals, int) const override {
+    Vector y(static_cast<Index>(bags.size()));
+    for (size_t k = 0; k < bags.size(); ++k) y[static_cast<Index>(k)] = d.response[bags[k]];
+    return bag_poisson_nll(y, totals).mean;
+  }
+
+  Prediction predict_pixels(const Matrix&, const std::vector<const std::string*>& units,
+                            const PredictOptions&) const override {
+    const Index n = static_cast<Index>(units.size());
+    Prediction p;
+    p.mean.resize(n);
+    p.sd = p.latent_mean = p.latent_var = Vector::Zero(n);
+    for (Index j = 0; j < n; ++j) p.mean[j] = rate(units[static_cast<size_t>(j)]);
+    return p;
+  }
+
+ private:
+  static size_t bag(Index a) { return static_cast<size_t>(a); }
+  // A unit's own rate if it was a training unit of these data, else the overall training rate.
+  double rate(const std::string* unit) const { return unit && same_units_ ? rates_.of(*unit) : rates_.overall; }
+
+  ConstantRates rates_;
+  bool same_units_;
+};
+
+}  // namespace
+
+std::unique_ptr<const Predictor> make_predictor(const io::ModelFile& file, bool same_units) {
+  switch (file.kind) {
+    case ModelKind::constant:
+      return std::make_unique<ConstantPredictor>(file.constant, same_units);
+    case ModelKind::nystrom:
+      return std::make_unique<GpPredictor>(file.model, false, same_units);
+    case ModelKind::vbagg:
+    case ModelKind::bag_pixel:
+      break;
+  }
+  return std::make_unique<GpPredictor>(file.model, true, same_units);
+}
+
+}  // namespace vbagg::cli

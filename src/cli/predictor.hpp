@@ -1,0 +1,47 @@
+// A fitted model as predict and eval use it, whatever its kind: the GP kinds (vbagg, bag_pixel,
+// nystrom) through core/predict, the constant model through its rate per unit. The apps ask it
+// what it can give (a posterior, a latent field) rather than comparing kinds.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/predict.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg::cli {
+
+class Predictor {
+ public:
+  virtual ~Predictor() = default;
+
+  // A posterior: sd, quantile, exceedance and latent-sd maps, and calibration. Point estimates
+  // (nystrom, constant) have none.
+  virtual bool has_posterior() const = 0;
+  // A latent GP f: the latent_mean map and the maps' account of what they include.
+  virtual bool has_latent() const = 0;
+  // predict_pixels reads the unit holding each pixel (and no inputs).
+  virtual bool needs_pixel_units() const = 0;
+  // Its bag observations are counts, so the Poisson constant baseline is comparable.
+  virtual bool counts() const = 0;
+
+  // Predicted totals of the listed bags of d (inputs in the model's order, standardised).
+  virtual Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const = 0;
+  // Sorted predictive draws of one bag's observation (the joint latent draws and the observation
+  // noise; point estimates: the noise only). Seeded by the bag, so predict and eval agree.
+  virtual Vector unit_draws(const Dataset& d, Index bag, int samples) const = 0;
+  // Mean predictive NLL of the bags' observations; `totals` are their unit_totals.
+  virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
+                              int threads) const = 0;
+  // Predictions at the pixels whose inputs are the columns of X (model order, standardised);
+  // units[j] names the unit holding pixel j (nullptr: none) when needs_pixel_units(), else is empty.
+  virtual Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>& units,
+                                    const PredictOptions& options) const = 0;
+};
+
+// `same_units`: the data's units are those the model was trained on, so a unit's own fitted
+// effect or rate applies; otherwise every unit is new.
+std::unique_ptr<const Predictor> make_predictor(const io::ModelFile& file, bool same_units);
+
+}  // namespace vbagg::cli

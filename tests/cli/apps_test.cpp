@@ -1,0 +1,192 @@
+// The apps as library calls, in process: simulate, train, predict and eval through their argument
+// structs, and the predictor interface that lets predict and eval serve every model kind.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+
+#include "../io/fixtures.hpp"
+#include "cli/eval.hpp"
+#include "cli/predict.hpp"
+#include "cli/predictor.hpp"
+#include "cli/simulate.hpp"
+#include "cli/train.hpp"
+#include "io/gdal_handles.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg::cli {
+namespace {
+
+// A small country, simulated in process once for the suite, with a short run configuration.
+class Apps : public ::testing::Test {
+ protected:
+  static inline test::TempDir* dir = nullptr;
+  static void SetUpTestSuite() {
+    spdlog::set_level(spdlog::level::warn);
+    dir = new test::TempDir();
+    CountryOptions o;
+    o.width = 48;
+    o.height = 36;
+    o.units = 16;
+    o.seed = 11;
+    simulate_country(*dir / "data", o);
+    std::ofstream(*dir / "run.yaml") << "data:\n  covariates:\n"
+                                     << "    - path: data/temperature.tif\n    - path: data/rainfall.tif\n"
+                                     << "  population: {path: data/population.tif}\n"
+                                     << "  units: {path: data/units.gpkg, id_field: ID, response_field: cases}\n"
+                                     << "train:\n  epochs: 8\n  holdout: {fraction: 0.25, seed: 3}\n";
+  }
+  static void TearDownTestSuite() {
+    delete dir;
+    dir = nullptr;
+  }
+  static std::string path(const std::string& name) { return *dir / name; }
+
+  // Trains model.kind `kind` once per suite into fit_<kind>.
+  static std::string trained(const std::string& kind) {
+    const std::string out = path("fit_" + kind);
+    if (!std::filesystem::exists(out + "/model.yaml")) {
+      TrainArgs args;
+      args.config_path = path("run.yaml");
+      args.sets = {"model.kind=" + kind};
+      args.out = out;
+      args.threads = 2;
+      EXPECT_EQ(run_train(args), out);
+    }
+    return out + "/model.yaml";
+  }
+};
+
+TEST_F(Apps, SimulateWritesTheCountryAndItsConfiguration) {
+  for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif", "units.gpkg", "data.yaml"})
+    EXPECT_TRUE(std::filesystem::exists(path(std::string("data/") + f))) << f;
+}
+
+// The constant model is the evaluations' baseline: fitted to the same training units, its
+// metrics and the baseline column are the same numbers.
+TEST_F(Apps, TheConstantModelIsTheBaseline) {
+  EvalArgs args;
+  args.model_path = trained("constant");
+  args.truth = path("data/truth_intensity.tif");
+  for (const char* split : {"train", "holdout"}) {
+    SCOPED_TRACE(split);
+    args.split = split;
+    const Metrics r = run_eval(args).metrics;
+    EXPECT_NEAR(r.bag_log_mse, r.baseline_bag_log_mse, 1e-12 * (1 + r.bag_log_mse));
+    EXPECT_NEAR(r.bag_nll_mean, r.baseline_bag_nll_mean, 1e-12 * (1 + std::abs(r.bag_nll_mean)));
+    EXPECT_NEAR(r.pixel_mse, r.baseline_pixel_mse, 1e-12 * r.pixel_mse);
+    EXPECT_TRUE(r.pixel_coverage.empty());  // a point estimate has no intervals to calibrate
+  }
+}
+
+// Each pixel of the constant model's map holds the rate of its unit (a training unit's own rate,
+// or the overall rate), and every training unit's rate appears.
+TEST_F(Apps, TheConstantMapHoldsEachPixelsUnitRate) {
+  const std::string model = trained("constant");
+  PredictArgs args;
+  args.model_path = model;
+  args.out = path("maps_constant");
+  run_predict(args);
+  const io::ModelFile file = io::read_model_file(model);
+  std::vector<double> rates = {file.constant.overall};
+  for (const auto& [id, rate] : file.constant.unit) rates.push_back(rate);
+  io::DatasetPtr ds = io::open_raster(args.out + "/intensity_mean.tif");
+  const int w = ds->GetRasterXSize(), h = ds->GetRasterYSize();
+  std::vector<float> v(static_cast<size_t>(w) * static_cast<size_t>(h));
+  ASSERT_EQ(ds->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, w, h, v.data(), w, h, GDT_Float32, 0, 0), CE_None);
+  const double nodata = ds->GetRasterBand(1)->GetNoDataValue();
+  std::set<size_t> seen;
+  for (float x : v) {
+    if (x == nodata) continue;
+    const auto it = std::min_element(rates.begin(), rates.end(),
+                                     [&](double a, double b) { return std::abs(a - x) < std::abs(b - x); });
+    ASSERT_NEAR(*it, x, 1e-6 * *it);
+    seen.insert(static_cast<size_t>(it - rates.begin()));
+  }
+  EXPECT_GE(seen.size(), file.constant.unit.size());
+  EXPECT_FALSE(std::filesystem::exists(args.out + "/intensity_sd.tif"));
+  EXPECT_FALSE(std::filesystem::exists(args.out + "/latent_mean.tif"));
+}
+
+// The GP model through the same calls: maps with uncertainty, and held-out counts scored.
+TEST_F(Apps, TrainPredictEvalTheVariationalModel) {
+  const std::string model = trained("vbagg");
+  PredictArgs p;
+  p.model_path = model;
+  p.out = path("maps_vbagg");
+  p.quantiles = {0.1, 0.9};
+  run_predict(p);
+  for (const char* f : {"intensity_mean.tif", "intensity_sd.tif", "intensity_q0.1.tif", "intensity_q0.9.tif",
+                        "latent_mean.tif", "latent_sd.tif", "cases_mean.tif", "units.csv"})
+    EXPECT_TRUE(std::filesystem::exists(p.out + "/" + f)) << f;
+  EvalArgs e;
+  e.model_path = model;
+  e.json = path("metrics.json");
+  const EvalResult r = run_eval(e);
+  EXPECT_EQ(r.metrics.kind, "vbagg");
+  EXPECT_EQ(r.metrics.units, 4);  // a quarter of 16
+  EXPECT_TRUE(std::isfinite(r.metrics.elbo_train));
+  EXPECT_EQ(r.metrics.count_coverage.size(), r.metrics.levels.size());
+  std::ifstream json(e.json);
+  EXPECT_TRUE(json.good());
+}
+
+TEST_F(Apps, BadArgumentsAreConfigErrors) {
+  EXPECT_THROW(run_train(TrainArgs{}), ConfigError);
+  const std::string model = trained("constant");
+  PredictArgs p;
+  p.model_path = model;
+  p.out = path("maps_bad");
+  p.quantiles = {1.5};
+  EXPECT_THROW(run_predict(p), ConfigError);
+  p.quantiles = {};
+  p.format = "PNG";
+  EXPECT_THROW(run_predict(p), ConfigError);
+  EvalArgs e;
+  e.model_path = model;
+  e.split = "everything";
+  EXPECT_THROW(run_eval(e), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(p.out));  // refused before anything is written
+}
+
+// What each kind's predictor offers, and the constant rates for units it was and was not fitted to.
+TEST(Predictor, KindsAndConstantRates) {
+  io::ModelFile f;
+  for (ModelKind k : {ModelKind::vbagg, ModelKind::bag_pixel, ModelKind::nystrom, ModelKind::constant}) {
+    f.kind = k;
+    const auto p = make_predictor(f, true);
+    EXPECT_EQ(p->has_posterior(), k == ModelKind::vbagg || k == ModelKind::bag_pixel) << to_string(k);
+    EXPECT_EQ(p->has_latent(), k != ModelKind::constant) << to_string(k);
+    EXPECT_EQ(p->needs_pixel_units(), k == ModelKind::constant) << to_string(k);
+  }
+  // Two units of two pixels each; only "a" was a training unit.
+  Dataset d;
+  d.inputs = Matrix::Zero(1, 4);
+  d.population = Vector::Constant(4, 10.0);
+  d.coverage = Vector::Ones(4);
+  d.response = Vector::Zero(2);
+  d.bag_ids = {"a", "b"};
+  d.offsets = {0, 2, 4};
+  f.kind = ModelKind::constant;
+  f.constant.unit = {{"a", 0.5}};
+  f.constant.overall = 0.2;
+  const auto same = make_predictor(f, true), other = make_predictor(f, false);
+  const Vector t = same->unit_totals(d, {0, 1}, 1);
+  EXPECT_DOUBLE_EQ(t[0], 0.5 * 20);
+  EXPECT_DOUBLE_EQ(t[1], 0.2 * 20);
+  EXPECT_DOUBLE_EQ(other->unit_totals(d, {0}, 1)[0], 0.2 * 20);  // another area's "a" is a new unit
+  const std::string a = "a";
+  const Prediction px = same->predict_pixels(Matrix(0, 2), {&a, nullptr}, PredictOptions{});
+  EXPECT_DOUBLE_EQ(px.mean[0], 0.5);
+  EXPECT_DOUBLE_EQ(px.mean[1], 0.2);
+  // Poisson draws around the total: mean within 4 standard errors, sorted.
+  const Vector draws = same->unit_draws(d, 0, 4000);
+  EXPECT_TRUE(std::is_sorted(draws.data(), draws.data() + draws.size()));
+  EXPECT_NEAR(draws.mean(), 10.0, 4 * std::sqrt(10.0 / 4000));
+}
+
+}  // namespace
+}  // namespace vbagg::cli
