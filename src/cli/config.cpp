@@ -332,7 +332,7 @@ io::DataConfig Config::data_config() const {
     io::LayerSpec l;
     l.path = covs[i]["path"].as<std::string>();
     l.name = covs[i]["name"] ? covs[i]["name"].as<std::string>() : "";
-    l.resampling = covs[i]["resampling"] ? covs[i]["resampling"].as<std::string>() : "bilinear";
+    l.resampling = covs[i]["resampling"] ? covs[i]["resampling"].as<std::string>() : io::kCovariateResampling;
     d.covariates.push_back(l);
   }
   d.population = {path("data.population.path"), "population", text("data.population.resampling")};
@@ -342,7 +342,7 @@ io::DataConfig Config::data_config() const {
   d.grid = grid;
   if (grid != "population") {
     bool is_name = false;
-    for (const auto& l : d.covariates) is_name |= (l.name.empty() ? fs::path(l.path).stem().string() : l.name) == grid;
+    for (const auto& l : d.covariates) is_name |= l.covariate_name() == grid;
     if (!is_name) d.grid = path("data.grid");
   }
   d.pixel_assignment = io::parse_pixel_assignment(text("data.pixel_assignment"));

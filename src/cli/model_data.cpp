@@ -51,13 +51,10 @@ std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig&
   std::vector<std::vector<std::string>> names;
   for (const auto& l : data.covariates) {
     io::DatasetPtr ds = io::open_raster(l.path);
-    const std::string base = l.name.empty() ? fs::path(l.path).stem().string() : l.name;
     std::vector<std::string> bands;
     const int n = ds->GetRasterCount();
-    for (int b = 1; b <= n; ++b) {
-      const std::string desc = ds->GetRasterBand(b)->GetDescription();
-      bands.push_back(n == 1 ? base : base + "_" + (desc.empty() ? std::to_string(b) : desc));
-    }
+    for (int b = 1; b <= n; ++b)
+      bands.push_back(io::band_covariate_name(l.covariate_name(), b, n, ds->GetRasterBand(b)->GetDescription()));
     names.push_back(bands);
   }
   return names;

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/model.hpp"
+#include "io/data_config.hpp"
 #include "settings.hpp"
 
 namespace vbagg::cli {
@@ -11,6 +12,12 @@ namespace {
 
 using T = ParamType;
 const double kInf = 1e308;
+
+std::string comma_list(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
 
 std::vector<Param> make_params() {
   // One setting per block of lines, in the order key, type, default, choices, min, max, help.
@@ -25,14 +32,13 @@ std::vector<Param> make_params() {
        kInf,
        "Covariate rasters, a list of {path, name, resampling}. Every band of a file is one covariate "
        "(named name, or name_<band description> for multi-band files; name defaults to the file's stem). "
-       "resampling (default bilinear) brings the raster onto the reference grid: one of near, bilinear, cubic, "
-       "cubicspline, lanczos, average, rms, mode, max, min, med, q1, q3, sum."},
+       "resampling (default " + std::string(io::kCovariateResampling) + ") brings the raster onto the reference "
+       "grid: one of " + comma_list(io::resampling_names()) + "."},
       {"data.population.path", T::path, "", {}, -kInf, kInf, "Population raster (people per pixel)."},
       {"data.population.resampling",
        T::choice,
-       "sum",
-       {"sum", "near", "bilinear", "cubic", "cubicspline", "lanczos", "average", "rms", "mode", "max", "min", "med",
-        "q1", "q3"},
+       io::kPopulationResampling,
+       io::resampling_names(),
        -kInf,
        kInf,
        "How population is brought onto the reference grid; sum keeps totals."},

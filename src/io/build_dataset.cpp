@@ -23,8 +23,6 @@ std::string resolve(const std::string& path, const std::string& base) {
   return (fs::path(base) / path).lexically_normal().string();
 }
 
-std::string stem(const std::string& path) { return fs::path(path).stem().string(); }
-
 struct Layer {
   std::unique_ptr<AlignedLayer> raster;
   std::vector<std::string> names;  // one per band
@@ -36,7 +34,7 @@ struct Layer {
 std::string reference_grid_path(const DataConfig& c, const std::string& base) {
   if (c.grid.empty() || c.grid == "population") return resolve(c.population.path, base);
   for (const auto& l : c.covariates)
-    if ((l.name.empty() ? stem(l.path) : l.name) == c.grid) return resolve(l.path, base);
+    if (l.covariate_name() == c.grid) return resolve(l.path, base);
   return resolve(c.grid, base);
 }
 
@@ -51,13 +49,13 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     auto& l = covs[i];
     if (l.path.empty()) throw ConfigError("data.covariates[" + std::to_string(i) + "].path is not set");
     l.path = resolve(l.path, base_dir);
-    if (l.name.empty()) l.name = stem(l.path);
-    if (l.resampling.empty()) l.resampling = "bilinear";
+    l.name = l.covariate_name();
+    if (l.resampling.empty()) l.resampling = kCovariateResampling;
     check_resampling(l.resampling, "data.covariates[" + std::to_string(i) + "].resampling");
   }
   LayerSpec pop = config.population;
   pop.path = resolve(pop.path, base_dir);
-  if (pop.resampling.empty()) pop.resampling = "sum";
+  if (pop.resampling.empty()) pop.resampling = kPopulationResampling;
   check_resampling(pop.resampling, "data.population.resampling");
 
   BuiltData out;
@@ -77,7 +75,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     const int nb = layer.raster->bands();
     for (int b = 1; b <= nb; ++b) {
       const std::string& desc = layer.raster->band_descriptions()[static_cast<size_t>(b - 1)];
-      layer.names.push_back(nb == 1 ? l.name : l.name + "_" + (desc.empty() ? std::to_string(b) : desc));
+      layer.names.push_back(band_covariate_name(l.name, b, nb, desc));
     }
     if (layer.raster->warped())
       out.notes.push_back("covariate '" + l.path + "' warped onto the reference grid (" + l.resampling + ")");

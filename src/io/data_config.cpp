@@ -1,6 +1,7 @@
 #include "data_config.hpp"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "core/types.hpp"
 
@@ -25,10 +26,22 @@ std::string to_string(PixelAssignment p) {
 
 std::string to_string(BadUnitPolicy p) { return p == BadUnitPolicy::stop ? "stop" : "drop"; }
 
+std::string LayerSpec::covariate_name() const {
+  return name.empty() ? std::filesystem::path(path).stem().string() : name;
+}
+
+std::string band_covariate_name(const std::string& layer, int band, int bands, const std::string& description) {
+  if (bands == 1) return layer;
+  return layer + "_" + (description.empty() ? std::to_string(band) : description);
+}
+
+std::vector<std::string> resampling_names() {
+  return {"near", "bilinear", "cubic", "cubicspline", "lanczos", "average", "rms",
+          "mode", "max",      "min",   "med",         "q1",      "q3",      "sum"};
+}
+
 void check_resampling(const std::string& name, const std::string& where) {
-  static const std::vector<std::string> allowed = {"near",    "bilinear", "cubic", "cubicspline", "lanczos",
-                                                   "average", "rms",      "mode",  "max",         "min",
-                                                   "med",     "q1",       "q3",    "sum"};
+  const std::vector<std::string> allowed = resampling_names();
   if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) return;
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;

@@ -6,11 +6,23 @@
 
 namespace vbagg::io {
 
+// How covariates and population come onto the reference grid unless a layer says otherwise:
+// covariates are interpolated, population is summed (so totals are kept).
+inline constexpr const char* kCovariateResampling = "bilinear";
+inline constexpr const char* kPopulationResampling = "sum";
+
 struct LayerSpec {
   std::string path;
   std::string name;        // covariate name; default: the file name without extension
   std::string resampling;  // GDAL resampling used to bring the layer onto the reference grid
+
+  // `name`, or the file's stem when it is empty.
+  std::string covariate_name() const;
 };
+
+// The covariate name of band `band` (1-based) of a layer with `bands` bands: the layer's name for a
+// single band, else <layer>_<band description>, or <layer>_<band> without a description.
+std::string band_covariate_name(const std::string& layer, int band, int bands, const std::string& description);
 
 struct UnitsSpec {
   std::string path;
@@ -27,12 +39,14 @@ BadUnitPolicy parse_bad_unit_policy(const std::string& s);
 std::string to_string(PixelAssignment p);
 std::string to_string(BadUnitPolicy p);
 
-// Resampling names GDAL's warper accepts; throws ConfigError listing them for any other.
+// The resampling names GDAL's warper accepts.
+std::vector<std::string> resampling_names();
+// Throws ConfigError listing them for any other name.
 void check_resampling(const std::string& name, const std::string& where);
 
 struct DataConfig {
   std::vector<LayerSpec> covariates;
-  LayerSpec population{"", "population", "sum"};
+  LayerSpec population{"", "population", kPopulationResampling};
   UnitsSpec units;
   std::string grid = "population";  // 'population', a covariate name, or a raster path
   PixelAssignment pixel_assignment = PixelAssignment::fraction;
