@@ -119,8 +119,9 @@ const std::vector<Row>& rows() {
 }  // namespace
 
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed,
-                               const std::string& truth_path, int samples, int threads, bool progress) {
-  const io::BuiltData raw = io::build_dataset(m.config.data_config(), m.config.base_dir());
+                               const std::string& truth_path, int samples, int threads, bool progress,
+                               const std::string& report_dir) {
+  const io::BuiltData raw = build_data(m.config, report_dir);
   const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
   Config config = m.config;
   config.set("train.patience", "0");

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "app.hpp"
 #include "cross_validation.hpp"
@@ -22,13 +23,18 @@ EvalResult run_eval(const EvalArgs& args) {
   const Settings settings = settings_of(m.config);
   const int threads = thread_count(settings, args.threads);
   // Cross-validation builds its own data; the model's inputs serve the report's maps.
-  const io::BuiltData built = args.folds == 0 || !args.report.empty() ? model_dataset(m) : io::BuiltData();
+  // A list of unusable units goes beside the requested outputs.
+  const std::string first_output = !args.json.empty() ? args.json : args.report;
+  const std::string report_dir =
+      first_output.empty() ? "" : std::filesystem::absolute(first_output).parent_path().string();
+  const io::BuiltData built = args.folds == 0 || !args.report.empty() ? model_dataset(m, report_dir) : io::BuiltData();
   const int samples = settings.predict.samples;
   EvalResult r;
   if (args.folds > 0) {
     const unsigned long long seed =
         args.cv_seed >= 0 ? static_cast<unsigned long long>(args.cv_seed) : settings.train.holdout_seed;
-    const CrossValidation cv = cross_validate(m, args.folds, seed, args.truth, samples, threads, args.progress);
+    const CrossValidation cv =
+        cross_validate(m, args.folds, seed, args.truth, samples, threads, args.progress, report_dir);
     r.metrics = cv.pooled;
     r.table = cross_validation_table(cv);
     r.json = cross_validation_json(cv);

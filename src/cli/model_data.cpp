@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/predict.hpp"
+#include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
 
 namespace vbagg::cli {
@@ -79,8 +80,19 @@ std::vector<CovariateSource> match_covariates(const std::vector<std::string>& mo
   return out;
 }
 
-io::BuiltData model_dataset(const LoadedModel& m) {
-  return model_inputs(m, io::build_dataset(m.config.data_config(), m.config.base_dir()));
+io::BuiltData build_data(const Config& config, const std::string& report_dir) {
+  try {
+    return io::build_dataset(config.data_config(), config.base_dir());
+  } catch (const io::UnusableUnits& e) {
+    const fs::path dir = report_dir.empty() ? fs::temp_directory_path() : fs::path(report_dir);
+    const std::string list = (dir / "unusable_units.csv").string();
+    io::write_text_atomic(list, io::issues_csv(e.issues()));
+    throw DataError(std::string(e.what()) + "\nevery unit and its problem: " + list);
+  }
+}
+
+io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir) {
+  return model_inputs(m, build_data(m.config, report_dir));
 }
 
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {

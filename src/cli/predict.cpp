@@ -203,9 +203,10 @@ std::unordered_map<std::int64_t, const std::string*> units_by_cell(const io::Bui
 }
 
 // units.csv: observed count, predicted total with a central predictive interval, per unit.
-void write_units_csv(const std::string& path, const LoadedModel& m, const std::vector<double>& levels, int samples,
+void write_units_csv(const std::string& dir, const LoadedModel& m, const std::vector<double>& levels, int samples,
                      int threads) {
-  const io::BuiltData built = model_dataset(m);
+  const std::string path = dir + "/units.csv";
+  const io::BuiltData built = model_dataset(m, dir);
   const Dataset& d = built.dataset;
   std::vector<Index> all(static_cast<size_t>(d.num_bags()));
   for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
@@ -274,7 +275,7 @@ void run_predict(const PredictArgs& args) {
   io::BuiltData units;
   std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
   if (m.predictor->needs_pixel_units() && !data.units.path.empty()) {
-    units = model_dataset(m);
+    units = model_dataset(m, args.out);
     unit_of_cell = units_by_cell(units);
   }
 
@@ -324,7 +325,7 @@ void run_predict(const PredictArgs& args) {
   spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
                args.out);
   if (!data.units.path.empty()) {
-    write_units_csv(args.out + "/units.csv", m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
+    write_units_csv(args.out, m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
                     settings.predict.samples, threads);
     spdlog::info("wrote {}/units.csv", args.out);
   }

@@ -10,6 +10,7 @@
 
 #include "app.hpp"
 #include "io/atomic_file.hpp"
+#include "model_data.hpp"
 #include "params.hpp"
 #include "training.hpp"
 
@@ -31,8 +32,12 @@ std::string run_train(const TrainArgs& args) {
   model_spec(settings);  // a bad model setting fails before the dataset is built
 
   spdlog::info("building the dataset from {}", args.config_path);
-  io::BuiltData built = io::build_dataset(data_config, config.base_dir());
+  io::BuiltData built = build_data(config, out_dir);
   for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
+  if (!built.dropped.empty()) {
+    io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
+    spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);
+  }
   const Split split =
       split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
   const TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);

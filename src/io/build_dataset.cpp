@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <set>
 
 #include "aligned_layer.hpp"
 #include "assign.hpp"
@@ -88,8 +89,11 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   if (population.warped())
     out.notes.push_back("population '" + pop.path + "' warped onto the reference grid (" + pop.resampling + ")");
 
-  std::vector<std::string> names;
-  for (const auto& l : layers) names.insert(names.end(), l.names.begin(), l.names.end());
+  std::vector<std::string> names, paths;  // per covariate: its name and its file
+  for (size_t k = 0; k < layers.size(); ++k) {
+    names.insert(names.end(), layers[k].names.begin(), layers[k].names.end());
+    paths.insert(paths.end(), layers[k].names.size(), covs[k].path);
+  }
   const Index Dc = static_cast<Index>(names.size());
   const CoordinateMapper coordinates(grid);
   const int Dx = config.coordinates ? coordinates.count() : 0;
@@ -100,6 +104,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   units_spec.path = resolve(units_spec.path, base_dir);
   UnitsRead units = read_units(units_spec, grid.crs_wkt);
   out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
+  for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
 
   // Refuse, before any work, a pixel table that cannot fit in this machine's memory (a header
   // claiming 10^6 x 10^6 pixels, units covering a continent at 30 m).
@@ -146,6 +151,10 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   std::vector<std::vector<double>> strip(static_cast<size_t>(Dc));
   std::vector<double> pop_strip;
   Index negative_population = 0;
+  // Per covariate, and for the population, the usable units' pixels where it has no value: one
+  // layer that is nodata everywhere is then named, rather than every unit losing every pixel.
+  std::vector<Index> missing(static_cast<size_t>(Dc), 0);
+  Index missing_population = 0, seen = 0;
   Index pos = 0;
   for (size_t u = 0; u < units.units.size(); ++u) {
     Unit& unit = units.units[u];
@@ -178,7 +187,13 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
           ++negative_population;
           ok = false;
         }
-        for (Index c = 0; ok && c < Dc; ++c) ok = std::isfinite(strip[static_cast<size_t>(c)][idx]);
+        if (!std::isfinite(p)) ++missing_population;
+        ++seen;
+        for (Index c = 0; c < Dc; ++c)
+          if (!std::isfinite(strip[static_cast<size_t>(c)][idx])) {
+            ++missing[static_cast<size_t>(c)];
+            ok = false;
+          }
         if (!ok) {
           ++summary.dropped_pixels;
           continue;
@@ -196,9 +211,10 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     }
     std::vector<PixelShare>().swap(shares[u]);
     if (summary.pixels == 0) {
-      unit.problems.push_back(summary.dropped_pixels
-                                  ? "no pixels with every covariate and population"
-                                  : "no pixels (outside the grid or smaller than the assignment can see)");
+      unit.problems.push_back(
+          summary.dropped_pixels
+              ? "no pixels with every covariate and population"
+              : "no pixels, as it lies outside the grid or is smaller than the pixel assignment can see");
     } else if (!(summary.population > 0)) {
       unit.problems.push_back("zero population");
     }
@@ -215,23 +231,38 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     out.notes.push_back(std::to_string(negative_population) + " pixels with negative population in '" + pop.path +
                         "' treated as missing");
 
-  // Bad units: stop naming every one, or drop and list them.
-  std::string problems;
+  // A layer without data over the units explains every unit's missing pixels: name it.
+  auto share = [&](Index n) { return static_cast<double>(n) / static_cast<double>(std::max<Index>(seen, 1)); };
+  for (Index c = 0; c < Dc; ++c) {
+    const Index m = missing[static_cast<size_t>(c)];
+    const std::string layer =
+        "covariate '" + names[static_cast<size_t>(c)] + "' ('" + paths[static_cast<size_t>(c)] + "')";
+    if (seen > 0 && m == seen)
+      throw DataError(layer + " has no value at any of the units' " + std::to_string(seen) +
+                      " pixels: every one is nodata or outside the raster (check its nodata value, extent and CRS)");
+    if (share(m) > 0.2)
+      out.notes.push_back(layer + " has no value at " + std::to_string(static_cast<int>(100 * share(m))) +
+                          " % of the units' pixels; they are dropped");
+  }
+  if (seen > 0 && missing_population == seen)
+    throw DataError("population '" + pop.path + "' has no value at any of the units' " + std::to_string(seen) +
+                    " pixels (check its nodata value, extent and CRS)");
+
+  // Bad units: stop with one line per reason, or drop them and say so.
+  std::vector<UnitIssue> issues;
   size_t bad = 0;
   for (const auto& u : units.units) {
     if (u.problems.empty()) continue;
     ++bad;
-    std::string why;
-    for (const auto& p : u.problems) why += (why.empty() ? "" : "; ") + p;
-    if (config.on_bad_unit == BadUnitPolicy::drop) {
-      out.dropped.push_back({u.id, why});
-    } else {
-      problems += "\n  unit '" + u.id + "': " + why;
-    }
+    for (const auto& p : u.problems) issues.push_back({u.id, p});
   }
-  if (!problems.empty())
-    throw DataError(std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" +
-                    units_spec.path + "' cannot be used (set data.on_bad_unit: drop to leave them out):" + problems);
+  if (!issues.empty() && config.on_bad_unit == BadUnitPolicy::stop) {
+    std::string message = std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" +
+                          units_spec.path + "' cannot be used (set data.on_bad_unit: drop to leave them out):";
+    for (const auto& line : grouped_issue_lines(issues)) message += "\n" + line;
+    throw UnusableUnits(message, std::move(issues));
+  }
+  out.dropped = std::move(issues);
   if (bad == units.units.size())
     throw DataError("every unit in '" + units_spec.path + "' was dropped; nothing is left to fit");
 
@@ -246,8 +277,8 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   std::vector<Index> keep;
   for (Index k = 0; k < Dc; ++k) {
     if (N > 0 && d.inputs.row(k).maxCoeff() == d.inputs.row(k).minCoeff()) {
-      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] +
-                          "' is constant over the units' pixels and is left out");
+      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] + "' ('" + paths[static_cast<size_t>(k)] +
+                          "') is constant over the units' pixels and is left out");
       continue;
     }
     keep.push_back(k);
@@ -273,19 +304,24 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
 std::vector<std::string> report_lines(const BuiltData& b) {
   std::vector<std::string> lines = b.notes;
   Index dropped_pixels = 0;
+  std::vector<UnitIssue> lost;
   for (const auto& u : b.units) {
     if (!u.dropped_pixels) continue;
     dropped_pixels += u.dropped_pixels;
-    lines.push_back("unit '" + u.id + "': " + std::to_string(u.dropped_pixels) + " of " +
-                    std::to_string(u.pixels + u.dropped_pixels) +
-                    " pixels dropped (a covariate or the population is missing)");
+    lost.push_back({u.id, "pixels dropped for missing data, a covariate or the population (" +
+                              std::to_string(u.dropped_pixels) + " of " + std::to_string(u.pixels + u.dropped_pixels) +
+                              ")"});
   }
-  for (const auto& d : b.dropped) lines.push_back("unit '" + d.id + "' dropped: " + d.reason);
+  for (const auto& line : grouped_issue_lines(lost)) lines.push_back(line.substr(2));
+  for (const auto& line : grouped_issue_lines(b.dropped)) lines.push_back("dropped " + line.substr(2));
+  std::set<std::string> dropped_ids;
+  for (const auto& d : b.dropped) dropped_ids.insert(d.id);
+  const size_t dropped_units = dropped_ids.size();
   lines.push_back(std::to_string(b.dataset.num_bags()) + " units, " + std::to_string(b.dataset.num_pixels()) +
                   " pixels, " + std::to_string(b.covariates.size()) + " covariates" +
                   (b.num_coordinates ? " + " + std::to_string(b.num_coordinates) + " coordinates" : "") + "; " +
                   std::to_string(dropped_pixels) + " pixels dropped for missing data, " +
-                  std::to_string(b.dropped.size()) + " units dropped");
+                  std::to_string(dropped_units) + " units dropped");
   return lines;
 }
 

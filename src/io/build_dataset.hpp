@@ -8,6 +8,7 @@
 #include "core/dataset.hpp"
 #include "data_config.hpp"
 #include "grid.hpp"
+#include "unit_issues.hpp"
 
 namespace vbagg::io {
 
@@ -19,11 +20,6 @@ struct UnitSummary {
   double population = 0;     // sum of coverage x population over kept pixels
 };
 
-struct DroppedUnit {
-  std::string id;
-  std::string reason;
-};
-
 struct BuiltData {
   Dataset dataset;  // inputs: covariates (raw, not standardised), then coordinates
   Grid grid;        // the reference grid
@@ -32,21 +28,22 @@ struct BuiltData {
   Index num_coordinates = 0;            // 0, 2 (projected, km) or 3 (geographic, chordal km)
   std::vector<std::int64_t> cell;       // row * width + col of every dataset pixel
   std::vector<UnitSummary> units;       // the units kept, in dataset bag order
-  std::vector<DroppedUnit> dropped;     // units dropped under on_bad_unit: drop
+  std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
   std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
 };
 
 // Resolves relative paths against base_dir, aligns every layer to the reference grid, assigns
 // pixels to units and gathers the pixel table. Throws ConfigError for settings, DataError for
-// data (with every offending unit named when on_bad_unit is stop).
+// data: a covariate or population with no data over the units is named with its path, and units
+// that cannot be used (on_bad_unit: stop) throw UnusableUnits, grouped by reason.
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "");
 
 // The raster whose grid every layer is aligned to: data.grid names 'population', a covariate
 // (by its name or file stem) or a raster path; relative paths resolve against base_dir.
 std::string reference_grid_path(const DataConfig& config, const std::string& base_dir = "");
 
-// Log lines for a build: its notes, every unit that lost pixels to missing data (with counts),
-// every dropped unit with its reason, and a closing summary.
+// Log lines for a build: its notes, the units that lost pixels to missing data and the dropped
+// units (grouped by reason), and a closing summary.
 std::vector<std::string> report_lines(const BuiltData& built);
 
 }  // namespace vbagg::io

@@ -132,9 +132,9 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
     if (!f->IsFieldSetAndNotNull(y_idx)) {
       u.problems.push_back("missing response");
     } else if (!parse_response(*f, y_idx, u.response)) {
-      u.problems.push_back("non-numeric response '" + std::string(f->GetFieldAsString(y_idx)) + "'");
+      u.problems.push_back("non-numeric response ('" + std::string(f->GetFieldAsString(y_idx)) + "')");
     } else if (u.response < 0) {
-      u.problems.push_back("negative response " + std::string(f->GetFieldAsString(y_idx)));
+      u.problems.push_back("negative response (" + std::string(f->GetFieldAsString(y_idx)) + ")");
     }
     const OGRGeometry* g = f->GetGeometryRef();
     if (!g || g->IsEmpty()) {
@@ -148,8 +148,7 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
         GeometryPtr fixed(geom->MakeValid());
         GeometryPtr poly = fixed ? polygonal_part(*fixed) : nullptr;
         if (poly && poly->IsValid()) {
-          out.notes.push_back("unit '" + u.id + "': invalid geometry (" + invalid_reason(*geom) +
-                              ") repaired with MakeValid");
+          out.repaired.push_back({u.id, "invalid geometry repaired with MakeValid (" + invalid_reason(*geom) + ")"});
           geom = std::move(poly);
         } else {
           u.problems.push_back("invalid geometry that MakeValid cannot repair");

@@ -7,6 +7,7 @@
 
 #include "data_config.hpp"
 #include "gdal_handles.hpp"
+#include "unit_issues.hpp"
 
 namespace vbagg::io {
 
@@ -14,12 +15,13 @@ struct Unit {
   std::string id;
   double response = 0;
   GeometryPtr geometry;               // polygonal, valid, in the grid's CRS (null when unusable)
-  std::vector<std::string> problems;  // reasons the unit cannot be used
+  std::vector<std::string> problems;  // reasons the unit cannot be used (UnitIssue's form)
 };
 
 struct UnitsRead {
   std::vector<Unit> units;
-  std::vector<std::string> notes;  // repairs and assumptions worth a log line
+  std::vector<std::string> notes;   // assumptions worth a log line
+  std::vector<UnitIssue> repaired;  // geometries repaired, with the reason they were invalid
 };
 
 // Reads every feature of the configured layer. Problems of individual units (missing or

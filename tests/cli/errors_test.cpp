@@ -2,6 +2,7 @@
 // culprit; --help of every app explains every option; the configuration reference is current.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -36,9 +37,13 @@ struct Project {
   test::RunResult train(const std::string& args) { return run(bin("vbagg-train") + " " + args); }
 };
 
+// Every error is short: a dozen lines at most, however many units or keys are at fault.
+constexpr long kMaxErrorLines = 12;
+
 void expect_error(const test::RunResult& r, int code, const std::vector<std::string>& mentions) {
   EXPECT_EQ(r.code, code) << r.output;
   for (const auto& m : mentions) EXPECT_NE(r.output.find(m), std::string::npos) << "'" << m << "' not in: " << r.output;
+  EXPECT_LE(std::count(r.output.begin(), r.output.end(), '\n'), kMaxErrorLines) << r.output;
 }
 
 TEST(Errors, MissingConfigFile) {
@@ -72,6 +77,50 @@ TEST(Errors, MissingRasterNamesTheFile) {
   Project p;
   fs::remove(p.d + "/rainfall.tif");
   expect_error(p.train("--config " + p.config("") + " --out " + p.d + "/o"), 1, {"rainfall.tif"});
+}
+
+// A thousand point features: one line for the reason, and the full list in a file it names.
+TEST(Errors, ManyBadUnitsAreOneLineAndAFile) {
+  Project p;
+  std::vector<test::Feature> points;
+  for (int k = 0; k < 1000; ++k)
+    points.push_back(
+        {"p" + std::to_string(k), 1.0, "POINT(" + std::to_string(34.1 + 0.001 * k) + " " + std::to_string(0.5) + ")"});
+  test::write_units(p.d + "/points.gpkg", "GPKG", 4326, points);
+  std::string cfg = p.config("");
+  {
+    std::ifstream f(cfg);
+    std::stringstream s;
+    s << f.rdbuf();
+    std::string text = s.str();
+    text.replace(text.find("units.gpkg"), 10, "points.gpkg");
+    std::ofstream(cfg) << text;
+  }
+  const std::string out = p.d + "/o";
+  expect_error(p.train("--config " + cfg + " --out " + out), 1,
+               {"1000 of 1000 units",
+                "1000 units: geometry is a Point, not a polygon: 'p0', 'p1', 'p2', 'p3', 'p4' and 995 more",
+                out + "/unusable_units.csv"});
+  std::ifstream list(out + "/unusable_units.csv");
+  std::string line;
+  int rows = 0;
+  while (std::getline(list, line)) ++rows;
+  EXPECT_EQ(rows, 1001);
+}
+
+// A covariate that is nodata everywhere is named with its file, not blamed on every unit.
+TEST(Errors, AllNodataCovariateIsNamed) {
+  Project p;
+  test::RasterSpec s;
+  s.width = 40;
+  s.height = 30;
+  s.x0 = 34.0;
+  s.y0 = 1.0;
+  s.dx = s.dy = 0.05;
+  s.nodata = -9999;
+  test::write_raster(p.d + "/rainfall.tif", s, {std::vector<double>(40 * 30, -9999)});
+  expect_error(p.train("--config " + p.config("") + " --out " + p.d + "/o"), 1,
+               {"covariate 'rainfall' ('" + p.d + "/rainfall.tif') has no value at any of the units'"});
 }
 
 TEST(Errors, UnwritableOutputFolder) {

@@ -209,7 +209,7 @@ TEST(BuildDataset, NodataInEveryFormIsDropped) {
   for (auto c : b.cell) EXPECT_GE(c, 5);
   const auto lines = io::report_lines(b);
   EXPECT_NE(std::find(lines.begin(), lines.end(),
-                      "unit 'A': 5 of 25 pixels dropped (a covariate or the population is missing)"),
+                      "unit 'A': pixels dropped for missing data, a covariate or the population (5 of 25)"),
             lines.end());
   EXPECT_NE(lines.back().find("5 pixels dropped for missing data"), std::string::npos) << lines.back();
 }
@@ -298,7 +298,8 @@ TEST(BuildDataset, ConstantCovariateIsLeftOut) {
   EXPECT_EQ(b.covariates, std::vector<std::string>{"elev"});
   EXPECT_EQ(b.dataset.num_inputs(), 1 + 3);
   bool noted = false;
-  for (const auto& n : b.notes) noted |= n.find("'rain' is constant") != std::string::npos;
+  for (const auto& n : b.notes)
+    noted |= n.find("covariate 'rain' ('" + (s.dir / "rain.tif") + "') is constant") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -338,9 +339,9 @@ TEST(BuildDataset, BadUnitsStopNamingEveryOne) {
     FAIL();
   } catch (const DataError& e) {
     const std::string m = e.what();
-    for (const char* name :
-         {"'zero': zero population", "'outside': no pixels", "'missing': missing response",
-          "'negative': negative response", "'dup': duplicate id", "'line': geometry is a Line String, not a polygon"})
+    for (const char* name : {"'zero': zero population", "'outside': no pixels", "'missing': missing response",
+                             "'negative': negative response", "2 units: duplicate id: 'dup', 'dup'",
+                             "'line': geometry is a Line String, not a polygon"})
       EXPECT_NE(m.find(name), std::string::npos) << name << " in\n" << m;
     EXPECT_EQ(m.find("'ok'"), std::string::npos);
     EXPECT_EQ(m.find("'bowtie'"), std::string::npos);
@@ -351,7 +352,7 @@ TEST(BuildDataset, BadUnitsStopNamingEveryOne) {
   EXPECT_EQ(b.dropped.size(), 7u);
   bool repaired = false;
   for (const auto& n : b.notes)
-    repaired |= n.find("'bowtie': invalid geometry (Self-intersection") != std::string::npos;
+    repaired |= n.find("'bowtie': invalid geometry repaired with MakeValid (Self-intersection") != std::string::npos;
   EXPECT_TRUE(repaired);
   EXPECT_GT(b.dataset.bag_size(1), 0);
 }
@@ -370,7 +371,7 @@ TEST(BuildDataset, ResponsesAsTextAndIntegerIds) {
   EXPECT_DOUBLE_EQ(b.dataset.response[0], 12.5);
   EXPECT_DOUBLE_EQ(b.dataset.response[1], 7);
   ASSERT_EQ(b.dropped.size(), 1u);
-  EXPECT_NE(b.dropped[0].reason.find("non-numeric response 'n/a'"), std::string::npos);
+  EXPECT_EQ(b.dropped[0].problem, "non-numeric response ('n/a')");
 }
 
 TEST(BuildDataset, ShapefileAndGeoJson) {

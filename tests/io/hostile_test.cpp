@@ -1,6 +1,7 @@
 // Hostile input files: each gets a clear error naming the culprit, or a documented recovery.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -133,8 +134,8 @@ TEST(Hostile, UnitsEntirelyOutsideTheGrids) {
       {{std::string("p"), 5.0, test::box(100, 40, 105, 45)}, {std::string("q"), 7.0, test::box(105, 40, 110, 45)}});
   f.config.units.path = "far.gpkg";
   std::string m = f.error<DataError>();
-  EXPECT_NE(m.find("unit 'p': no pixels"), std::string::npos) << m;
-  EXPECT_NE(m.find("unit 'q': no pixels"), std::string::npos) << m;
+  EXPECT_NE(m.find("2 units: no pixels, as it lies outside the grid"), std::string::npos) << m;
+  EXPECT_NE(m.find("'p', 'q'"), std::string::npos) << m;
   f.config.on_bad_unit = io::BadUnitPolicy::drop;
   m = f.error<DataError>();
   EXPECT_NE(m.find("every unit"), std::string::npos) << m;
@@ -145,8 +146,37 @@ TEST(Hostile, CovariateAllNodata) {
   RasterSpec s = f.spec;
   s.nodata = -9999;
   test::write_raster(f.dir / "a.tif", s, {std::vector<double>(100, -9999)});
+  // The covariate is named with its file, not every unit as having no usable pixel.
   const std::string m = f.error<DataError>();
-  EXPECT_NE(m.find("no pixels with every covariate and population"), std::string::npos) << m;
+  EXPECT_NE(m.find("covariate 'a' ('" + (f.dir / "a.tif") + "') has no value at any of the units' 100 pixels"),
+            std::string::npos)
+      << m;
+  EXPECT_EQ(m.find("unit '"), std::string::npos) << m;
+}
+
+// Many units failing for one reason give one line with the count and the first ids, and the
+// error carries every unit for the full list.
+TEST(Hostile, ManyUnitsWithOneProblemAreOneLine) {
+  Files f;
+  std::vector<test::Feature> points;
+  for (int k = 0; k < 40; ++k)
+    points.push_back({std::to_string(k), 1.0, "POINT(" + std::to_string(0.1 + 0.2 * k) + " 5)"});
+  points.push_back({std::string("neg"), -3.0, test::box(0, 0, 5, 10)});
+  test::write_units(f.dir / "pts.gpkg", "GPKG", 4326, points);
+  f.config.units.path = "pts.gpkg";
+  try {
+    f.build();
+    FAIL() << "no error";
+  } catch (const io::UnusableUnits& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("41 of 41 units in"), std::string::npos) << m;
+    EXPECT_NE(m.find("\n  40 units: geometry is a Point, not a polygon: '0', '1', '2', '3', '4' and 35 more"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("\n  unit 'neg': negative response (-3)"), std::string::npos) << m;
+    EXPECT_EQ(std::count(m.begin(), m.end(), '\n'), 2) << m;
+    EXPECT_EQ(e.issues().size(), 41u);
+  }
 }
 
 TEST(Hostile, NegativePopulationIsMissingWithANote) {
