@@ -296,11 +296,29 @@ std::string Config::path(const std::string& key) const {
   return (fs::path(base_dir_) / p).lexically_normal().string();
 }
 
-YAML::Node Config::resolved_node() const {
+namespace {
+
+// `path` (absolute) relative to the folder `dir` when both lie under one top-level folder
+// (/home/..., /data/...), else as it is: a path into another tree would not move with the run.
+std::string portable_path(const std::string& path, const std::string& dir) {
+  if (dir.empty()) return path;
+  const fs::path p = fs::path(path).lexically_normal(), d = fs::absolute(dir).lexically_normal();
+  auto top = [](const fs::path& x) {
+    auto it = x.begin();
+    return it == x.end() || ++it == x.end() ? fs::path() : *it;  // the component after the root
+  };
+  if (top(p).empty() || top(p) != top(d)) return path;
+  const fs::path rel = p.lexically_relative(d);
+  return rel.empty() ? path : rel.string();
+}
+
+}  // namespace
+
+YAML::Node Config::resolved_node(const std::string& relative_to) const {
   YAML::Node r = YAML::Clone(root_);
   for (const auto& p : all_params()) {
     if (p.type != ParamType::path) continue;
-    if (lookup(r, p.key) && !text(p.key).empty()) assign(r, p.key, YAML::Node(path(p.key)));
+    if (lookup(r, p.key) && !text(p.key).empty()) assign(r, p.key, YAML::Node(portable_path(path(p.key), relative_to)));
   }
   if (YAML::Node covs = r["data"]["covariates"]; covs && covs.IsSequence()) {
     for (size_t i = 0; i < covs.size(); ++i) {
@@ -311,17 +329,18 @@ YAML::Node Config::resolved_node() const {
         covs[i] = m;
         e.reset(covs[i]);
       }
-      const std::string p = e["path"].as<std::string>();
-      if (!fs::path(p).is_absolute()) e["path"] = (fs::path(base_dir_) / p).lexically_normal().string();
+      std::string p = e["path"].as<std::string>();
+      if (!fs::path(p).is_absolute()) p = (fs::path(base_dir_) / p).lexically_normal().string();
+      e["path"] = portable_path(p, relative_to);
     }
   }
   return r;
 }
 
-std::string Config::resolved_yaml() const {
+std::string Config::resolved_yaml(const std::string& relative_to) const {
   YAML::Emitter out;
   out.SetDoublePrecision(17);
-  out << resolved_node();
+  out << resolved_node(relative_to);
   return std::string(out.c_str()) + "\n";
 }
 

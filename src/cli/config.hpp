@@ -42,9 +42,12 @@ class Config {
   const std::string& base_dir() const { return base_dir_; }
   const std::string& source() const { return source_; }
   const YAML::Node& root() const { return root_; }
-  // Every setting, defaults filled in, relative paths made absolute.
-  std::string resolved_yaml() const;
-  YAML::Node resolved_node() const;
+  // Every setting, defaults filled in, relative paths made absolute. With `relative_to` (the
+  // folder the text will be saved in), paths on the same tree as that folder are written relative
+  // to it instead, like GDAL's relativeToVRT, so a run folder moved together with its data still
+  // resolves them.
+  std::string resolved_yaml(const std::string& relative_to = "") const;
+  YAML::Node resolved_node(const std::string& relative_to = "") const;
 
   io::DataConfig data_config() const;
 

@@ -14,9 +14,11 @@ namespace fs = std::filesystem;
 namespace {
 
 // Units of another source (a new area) are not the training units even when their ids repeat.
-bool same_units_source(const io::ModelFile& file, const Config& config) {
+// The model's own paths are relative to its folder.
+bool same_units_source(const io::ModelFile& file, const std::string& model_dir, const Config& config) {
   std::string trained;
   if (const YAML::Node u = file.config["data"]["units"]; u && u["path"]) trained = u["path"].as<std::string>();
+  if (!trained.empty()) trained = (fs::path(model_dir) / trained).lexically_normal().string();
   const std::string now = config.data_config().units.path;
   return !now.empty() && fs::weakly_canonical(now) == fs::weakly_canonical(trained);
 }
@@ -39,7 +41,7 @@ LoadedModel load_model(const std::string& model_path, const std::string& config_
                        const std::vector<std::string>& sets, RequiredData required) {
   io::ModelFile file = io::read_model_file(model_path);
   Config config = model_config(file, model_path, config_path, sets, required);
-  const bool same = same_units_source(file, config);
+  const bool same = same_units_source(file, fs::absolute(model_path).parent_path().string(), config);
   return loaded_model(std::move(file), std::move(config), same);
 }
 

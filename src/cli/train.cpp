@@ -40,11 +40,13 @@ std::string run_train(const TrainArgs& args) {
   }
   const Split split =
       split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
-  const TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
+  TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
+  // Data paths relative to the run folder where they share its tree: the folder moves with them.
+  run.file.config = config.resolved_node(out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   io::write_model_file(out_dir + "/model.yaml", run.file);
   fault_point("output");
-  io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml());
+  io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml(out_dir));
   fault_point("output");
   io::write_text_atomic(out_dir + "/history.csv", run.history);
   spdlog::info("wrote {}/model.yaml, run.resolved.yaml and history.csv ({:.1f} s)", out_dir, seconds);

@@ -64,7 +64,7 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
   const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
   EXPECT_NE(resolved.find("likelihood: negative_binomial"), std::string::npos);  // defaults filled in
-  EXPECT_NE(resolved.find(d() + "/data/population.tif"), std::string::npos);     // paths made absolute
+  EXPECT_NE(resolved.find("path: ../data/population.tif"), std::string::npos);   // relative to the run folder
   std::istringstream history(read_file(d() + "/fit/history.csv"));
   std::string line;
   int rows = 0;
@@ -322,6 +322,26 @@ TEST_F(EndToEnd, SimulateIsDeterministic) {
 
 namespace vbagg {
 namespace {
+
+// A run folder copied elsewhere with its data predicts there, from the copies alone: model.yaml
+// holds the data paths relative to itself.
+TEST_F(EndToEnd, MovedRunFolderStillPredicts) {
+  test::TempDir elsewhere;
+  fs::copy(d() + "/data", elsewhere / "data", fs::copy_options::recursive);
+  fs::create_directories(elsewhere / "fit");
+  fs::copy_file(d() + "/fit/model.yaml", elsewhere / "fit/model.yaml");
+  EXPECT_NE(read_file(elsewhere / "fit/model.yaml").find("path: ../data/units.gpkg"), std::string::npos);
+  fs::rename(d() + "/data", d() + "/data_away");  // the originals are out of reach
+  const auto r = run(bin("vbagg-predict") + " --model " + (elsewhere / "fit/model.yaml") + " --out " +
+                     (elsewhere / "maps") + " -q");
+  fs::rename(d() + "/data_away", d() + "/data");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(elsewhere / "maps/intensity_mean.tif"));
+  // Still the training units: their split is known.
+  const std::string units = read_file(elsewhere / "maps/units.csv");
+  EXPECT_NE(units.find(",holdout,"), std::string::npos) << units;
+  EXPECT_EQ(units.find(",new,"), std::string::npos) << units;
+}
 
 // Baselines go through the same commands and model file; point estimates write only their means
 // and say so in the maps' metadata.
