@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -61,10 +62,23 @@ int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& b
 }
 
 Progress::Progress(std::string label, long long total, bool enabled)
-    : label_(std::move(label)), total_(total), enabled_(enabled && stderr_is_terminal() && total > 0) {}
+    : label_(std::move(label)), total_(total), enabled_(enabled && total > 0), terminal_(stderr_is_terminal()) {}
 
 void Progress::update(long long done, const std::string& suffix) {
   if (!enabled_) return;
+  if (!terminal_) {
+    // GDAL's form for logs and pipes: a dot every 2.5 %, the tens written out.
+    const int tick = static_cast<int>(std::min<long long>(40, 40 * done / total_));
+    for (int t = last_tick_ + 1; t <= tick; ++t) {
+      if (t % 4)
+        std::fputc('.', stderr);
+      else
+        std::fprintf(stderr, "%d%s", t / 4 * 10, t == 40 ? " - done.\n" : "");
+    }
+    last_tick_ = std::max(last_tick_, tick);
+    std::fflush(stderr);
+    return;
+  }
   const int percent = static_cast<int>(100 * done / total_);
   if (percent == last_percent_ && suffix.empty()) return;
   last_percent_ = percent;
@@ -76,7 +90,11 @@ void Progress::update(long long done, const std::string& suffix) {
 }
 
 void Progress::finish() {
-  if (enabled_) std::fprintf(stderr, "\r\x1b[K");
+  if (!enabled_) return;
+  if (terminal_)
+    std::fprintf(stderr, "\r\x1b[K");
+  else
+    update(total_);
 }
 
 }  // namespace vbagg::cli

@@ -23,7 +23,9 @@ void setup_logging(const std::string& app_name, bool quiet, bool verbose);
 // one line on stderr naming the culprit.
 int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body);
 
-// A progress bar on stderr, drawn only when stderr is a terminal and logging is not quiet.
+// Progress on stderr unless logging is quiet: a bar redrawn in place on a terminal; elsewhere (a
+// log file, a pipe, a batch job) GDAL's "0...10...20...30...40...50...60...70...80...90...100 - done.",
+// which only ever appends.
 class Progress {
  public:
   Progress(std::string label, long long total, bool enabled);
@@ -33,8 +35,9 @@ class Progress {
  private:
   std::string label_;
   long long total_;
-  bool enabled_;
+  bool enabled_, terminal_;
   int last_percent_ = -1;
+  int last_tick_ = -1;  // GDAL form: 40 ticks of 2.5 %
 };
 
 bool stderr_is_terminal();

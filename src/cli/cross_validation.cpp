@@ -127,7 +127,8 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
   config.set("train.patience", "0");
   CrossValidation cv;
   cv.seed = seed;
-  Progress bar("cross-validation", folds, progress);
+  // Each fold logs its training, so the folds' progress is drawn on a terminal only.
+  Progress bar("cross-validation", folds, progress && stderr_is_terminal());
   for (Index k = 0; k < folds; ++k) {
     Split split;
     for (Index a = 0; a < raw.dataset.num_bags(); ++a)

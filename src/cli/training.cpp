@@ -68,9 +68,9 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   FitOptions fo = fit_options(settings, threads, train_data.num_pixels());
   spdlog::info("optimizer: {}", to_string(fo.optimizer));
   const int first = fits_in_stages(spec, fo) ? std::min(fo.epochs, fo.first_stage_epochs) : 0;
-  Progress progress("training", fo.epochs + first, show_progress);
-  // Without a progress bar (batch runs, logs to files) epochs are logged at info level.
+  // Without a progress bar (batch runs, logs to files) epochs are logged at info level instead.
   const bool bar = show_progress && stderr_is_terminal();
+  Progress progress("training", fo.epochs + first, bar);
   const int log_every = std::max(1, fo.epochs / 20);
   fo.on_epoch = [&](const EpochInfo& e) {
     history << e.epoch << "," << e.elbo << "," << e.holdout_nll << "," << e.learning_rate << "," << e.seconds << "\n";

@@ -74,8 +74,11 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
 
 TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
   const auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() +
-                     "/maps --quantiles 0.1,0.9 --exceedance 0.05 --exceedance 0.2 -q");
+                     "/maps --quantiles 0.1,0.9 --exceedance 0.05 --exceedance 0.2");
   ASSERT_EQ(r.code, 0) << r.output;
+  // Not a terminal: GDAL's progress, once.
+  EXPECT_NE(r.output.find("0...10...20...30...40...50...60...70...80...90...100 - done.\n"), std::string::npos)
+      << r.output;
   io::DatasetPtr ref = io::open_raster(d() + "/data/population.tif");
   double ref_gt[6], gt[6];
   ref->GetGeoTransform(ref_gt);
@@ -264,6 +267,20 @@ TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {
   ASSERT_EQ(r.code, 0) << r.output;
   io::DatasetPtr ds = io::open_raster(d() + "/cog/intensity_mean.tif");
   EXPECT_STREQ(ds->GetMetadataItem("LAYOUT", "IMAGE_STRUCTURE"), "COG");
+  // A grid large enough for overviews passes GDAL's own COG validator (python3-gdal).
+  r = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/wide --size 700x560 --units 12 --seed 4 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() + "/wide/data.yaml --out " +
+          d() + "/wide_cog --of COG -q --set data.covariates=\"[{path: night_lights.tif, name: lights}, " +
+          "temperature.tif, rainfall.tif, travel_time.tif]\"");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_GT(io::open_raster(d() + "/wide_cog/intensity_sd.tif")->GetRasterBand(1)->GetOverviewCount(), 0);
+  for (const char* map : {"intensity_mean.tif", "intensity_sd.tif", "cases_mean.tif"}) {
+    r = run("/usr/bin/python3 -m osgeo_utils.samples.validate_cloud_optimized_geotiff --full-check=yes " + d() +
+            "/wide_cog/" + map);
+    EXPECT_EQ(r.code, 0) << map << ": " << r.output;
+    EXPECT_NE(r.output.find("is a valid cloud optimized GeoTIFF"), std::string::npos) << r.output;
+  }
   r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/lzw --co COMPRESS=LZW -q");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_STREQ(io::open_raster(d() + "/lzw/latent_sd.tif")->GetMetadataItem("COMPRESSION", "IMAGE_STRUCTURE"), "LZW");

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Render vbagg map outputs through QGIS and check that their default styles apply.
 
 Usage: render_maps.py <maps_dir> <out_dir> [--screenshot <png>]
@@ -14,7 +14,9 @@ Needs python3-qgis (Debian: apt-get install --no-install-recommends python3-qgis
 and must run under the system python3, which is the one PyQGIS is built for.
 """
 import argparse
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from collections import Counter
@@ -25,6 +27,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 if "XDG_RUNTIME_DIR" not in os.environ:
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="qgis-runtime-")
+    atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 
 from qgis.core import (QgsApplication, QgsFillSymbol, QgsLayoutExporter,
                        QgsLayoutItemLegend, QgsLayoutItemMap, QgsLayoutPoint,
@@ -38,10 +41,10 @@ from qgis.PyQt.QtGui import QColor, QImage
 SIZE = QSize(400, 300)
 CHROMA = 30          # max(r,g,b) - min(r,g,b) above this counts as coloured
 MIN_COLOURED = 0.5   # QGIS's unstyled fallback is a grey stretch: ~0 coloured
-BUCKET_SHARE = 0.002 # ignore colour buckets this rare (antialiasing, edges)
+BUCKET_SHARE = 0.002 # buckets with fewer pixels than this share are noise
 # (expected renderer, minimum number of distinct colour buckets)
 RASTER_EXPECT = ("singlebandpseudocolor", 8)
-UNITS_EXPECT = ("graduatedSymbol", 4)  # fewer than the classes: small ones may not show
+UNITS_EXPECT = ("graduatedSymbol", 4)  # one per class, less one in case a class is tiny
 
 
 def render(layers, extent, crs, size=SIZE):
@@ -52,6 +55,9 @@ def render(layers, extent, crs, size=SIZE):
     settings.setExtent(extent)
     # Transparent background so nodata pixels stay out of the statistics.
     settings.setBackgroundColor(QColor(0, 0, 0, 0))
+    # Antialiased polygon edges blend fill and outline into many extra colours,
+    # which would let a single-colour fill pass for a graduated one.
+    settings.setFlag(QgsMapSettings.Antialiasing, False)
     job = QgsMapRendererSequentialJob(settings)
     job.start()
     job.waitForFinished()
