@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vbagg builds with, when any is missing, plus any packages named as
-# arguments (the benchmarks add python3-torch and time). Safe to run repeatedly.
+# arguments (the tests add python3-torch, clang-format, python3-gdal and python3-qgis). Those are
+# installed without their recommended packages: QGIS's recommendations alone would pull in a
+# desktop's daemons. Safe to run repeatedly.
 set -euo pipefail
-packages=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config "$@")
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
+build=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config)
+missing() {
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+mapfile -t need_build < <(missing "${build[@]}")
+mapfile -t need_extra < <(missing "$@")
+if [ ${#need_build[@]} -gt 0 ] || [ ${#need_extra[@]} -gt 0 ]; then
+  echo "installing: ${need_build[*]} ${need_extra[*]}"
   SUDO=""
   [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+  export DEBIAN_FRONTEND=noninteractive
+  [ ${#need_build[@]} -eq 0 ] || $SUDO -E apt-get install -y -qq "${need_build[@]}" >/dev/null
+  [ ${#need_extra[@]} -eq 0 ] || $SUDO -E apt-get install -y -qq --no-install-recommends "${need_extra[@]}" >/dev/null
 fi

@@ -2,12 +2,15 @@
 # Installs what is missing, builds, and runs every test.
 #   scripts/test.sh              the whole suite in a Release build (-O3, host vector ISA, build/),
 #                                then again in a Debug build under AddressSanitizer + UBSan
-#                                (build-asan/, LeakSanitizer included)
+#                                (build-asan/, LeakSanitizer included), less the `slow` statistical
+#                                fits: they run the same code as the fast tests, for minutes under
+#                                the sanitizers, and their claims are checked in Release
 #   scripts/test.sh --release    the Release suite only
 #   scripts/test.sh --sanitize   the sanitizer suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh python3-torch clang-format  # the PyTorch cross-check of bench/reference; the format check
+# The PyTorch cross-check of bench/reference; the format check; GDAL's COG validator; the QGIS render.
+scripts/deps.sh python3-torch clang-format python3-gdal python3-qgis
 jobs=$(nproc)
 
 release() {
@@ -20,7 +23,7 @@ sanitize() {
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF -DVBAGG_ARCH=native >/dev/null
   cmake --build build-asan -j "$jobs"
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" UBSAN_OPTIONS="print_stacktrace=1" \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE slow
 }
 
 case "${1:-}" in

@@ -248,6 +248,9 @@ Config Config::from_node(const YAML::Node& resolved, const std::string& base_dir
   c.base_dir_ = base_dir;
   c.source_ = source;
   check_tree(c.root_, "", source);
+  // Settings added since the configuration was saved take their defaults.
+  for (const auto& p : all_params())
+    if (!p.default_yaml.empty() && !lookup(c.root_, p.key)) assign(c.root_, p.key, YAML::Load(p.default_yaml));
   return c;
 }
 

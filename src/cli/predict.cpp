@@ -5,6 +5,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <locale>
+#include <map>
 #include <sstream>
 #include <unordered_map>
 
@@ -15,13 +18,17 @@
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/coordinates.hpp"
+#include "io/map_style.hpp"
 #include "io/raster_writer.hpp"
+#include "io/units_output.hpp"
 #include "model_data.hpp"
 #include "model_setup.hpp"
 
 namespace vbagg::cli {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 std::string level_name(double v) {
   std::ostringstream s;
@@ -31,12 +38,26 @@ std::string level_name(double v) {
 
 enum class Quantity { mean, cases, latent_mean, sd, quantile, latent_sd, exceedance };
 
+// Maps that share a colour ramp and its limits (the mean and its quantiles, to be compared), or
+// have their own.
+enum class Family { intensity, cases, latent, intensity_sd, latent_sd, probability };
+
 // One map to write: what it shows, which quantile or threshold, its file, description and unit.
 struct MapSpec {
   Quantity what;
   size_t index;
   std::string file, description, unit;
+  Family family;
 };
+
+// The intensity maps' unit: the likelihood's, per rate_per people for counts.
+std::string intensity_unit(const Model& model, double rate_per) {
+  if (rate_per == 1) return likelihood_of(model.spec.likelihood).intensity_unit();
+  std::ostringstream s;
+  s.imbue(std::locale::classic());
+  s << "cases per " << rate_per << " people";
+  return s.str();
+}
 
 // What a pixel map shows: the smooth intensity, never the count noise of the bag likelihood.
 std::string map_includes(const Model& m) {
@@ -54,25 +75,29 @@ std::string map_includes(const Model& m) {
 // The maps a model gives: means always; sd, quantiles, latent sd and exceedance only with a
 // posterior (point estimates carry no made-up uncertainty); cases only with a population.
 std::vector<MapSpec> plan_maps(const LoadedModel& m, bool population, const std::vector<double>& quantiles,
-                               const std::vector<double>& exceedance) {
+                               const std::vector<double>& exceedance, double rate_per) {
   const Predictor& p = *m.predictor;
-  const std::string iu = likelihood_of(m.file.model.spec.likelihood).intensity_unit();
+  const std::string iu = intensity_unit(m.file.model, rate_per);
   const std::string lu = link_of(m.file.model.spec.link).latent_meaning();
   const std::string est = p.has_posterior() ? "posterior mean" : "point estimate";
-  std::vector<MapSpec> maps = {{Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu}};
+  std::vector<MapSpec> maps = {
+      {Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu, Family::intensity}};
   if (population)
-    maps.push_back(
-        {Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity", "cases"});
-  if (p.has_latent()) maps.push_back({Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu});
+    maps.push_back({Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity",
+                    "cases", Family::cases});
+  if (p.has_latent())
+    maps.push_back({Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu, Family::latent});
   if (!p.has_posterior()) return maps;
-  maps.push_back({Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu});
+  maps.push_back(
+      {Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu, Family::intensity_sd});
   for (size_t k = 0; k < quantiles.size(); ++k)
     maps.push_back({Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
-                    "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu});
-  maps.push_back({Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu});
+                    "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu, Family::intensity});
+  maps.push_back({Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu,
+                  Family::latent_sd});
   for (size_t k = 0; k < exceedance.size(); ++k)
     maps.push_back({Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
-                    "P(intensity > " + level_name(exceedance[k]) + ")", "probability"});
+                    "P(intensity > " + level_name(exceedance[k]) + " " + iu + ")", "probability", Family::probability});
   return maps;
 }
 
@@ -83,13 +108,14 @@ struct MapOutput {
 };
 
 std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedModel& m, const std::string& out,
-                                 const io::Grid& grid, const io::RasterFormat& format) {
+                                 const io::Grid& grid, const io::RasterFormat& format, double rate_per) {
   const std::string kind = to_string(m.file.kind);
   std::vector<MapOutput> outs;
   for (const MapSpec& spec : maps) {
     auto writer = std::make_unique<io::RasterWriter>(out + "/" + spec.file, grid, spec.description, spec.unit, format);
     writer->set_metadata("VBAGG_MODEL_KIND", kind);
     writer->set_metadata("VBAGG_VERSION", version_text());
+    if (spec.unit.rfind("cases per", 0) == 0) writer->set_metadata("VBAGG_RATE_PER", level_name(rate_per));
     if (m.predictor->has_latent()) writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(m.file.model));
     if (!m.predictor->has_posterior())
       writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + kind + " model is a point estimate");
@@ -167,19 +193,20 @@ void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMap
   m.file.standardization.apply(s.inputs);
 }
 
-double map_value(const MapSpec& spec, const Prediction& p, Index j, double population) {
+// rate_per scales the intensity maps (not the cases, latent or probability maps).
+double map_value(const MapSpec& spec, const Prediction& p, Index j, double population, double rate_per) {
   const Index k = static_cast<Index>(spec.index);
   switch (spec.what) {
     case Quantity::mean:
-      return p.mean[j];
+      return rate_per * p.mean[j];
     case Quantity::cases:
       return population * p.mean[j];
     case Quantity::latent_mean:
       return p.latent_mean[j];
     case Quantity::sd:
-      return p.sd[j];
+      return rate_per * p.sd[j];
     case Quantity::quantile:
-      return p.quantiles(j, k);
+      return rate_per * p.quantiles(j, k);
     case Quantity::latent_sd:
       return std::sqrt(p.latent_var[j]);
     case Quantity::exceedance:
@@ -202,44 +229,122 @@ std::unordered_map<std::int64_t, const std::string*> units_by_cell(const io::Bui
   return out;
 }
 
-// units.csv: observed count, predicted total with a central predictive interval, per unit.
-void write_units_csv(const std::string& dir, const LoadedModel& m, const std::vector<double>& levels, int samples,
-                     int threads) {
-  const std::string path = dir + "/units.csv";
-  const io::BuiltData built = model_dataset(m, dir);
+// Each map's QGIS style beside it: limits from the family's pooled value sample, so the mean and
+// its quantile maps share one ramp; probabilities on a fixed 0-1 ramp.
+void write_map_styles(const std::vector<MapOutput>& outs, const std::string& dir) {
+  const std::map<Family, io::Palette> palette = {{Family::intensity, io::Palette::viridis},
+                                                 {Family::cases, io::Palette::yellow_green_blue},
+                                                 {Family::latent, io::Palette::viridis},
+                                                 {Family::intensity_sd, io::Palette::yellow_orange_red},
+                                                 {Family::latent_sd, io::Palette::yellow_orange_red},
+                                                 {Family::probability, io::Palette::plasma}};
+  std::map<Family, std::vector<float>> pooled;
+  for (const MapOutput& o : outs) {
+    auto& v = pooled[o.spec.family];
+    v.insert(v.end(), o.writer->value_sample().begin(), o.writer->value_sample().end());
+  }
+  for (const MapOutput& o : outs) {
+    io::RasterStyle style;
+    if (o.spec.family == Family::probability) {
+      style.prefix = "P = ";
+    } else {
+      style = io::ramp_limits(pooled[o.spec.family]);
+      style.suffix = " " + o.spec.unit;
+    }
+    style.palette = palette.at(o.spec.family);
+    io::write_text_atomic(dir + "/" + fs::path(o.spec.file).stem().string() + ".qml", io::raster_style_qml(style));
+  }
+}
+
+// What units.csv and units.gpkg say about one unit.
+struct UnitRow {
+  std::string id;
+  io::UnitResult result;
+};
+
+// Observed count and predicted total with a central predictive interval, per unit of the data.
+std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built, double lo, double hi, int samples,
+                               int threads) {
   const Dataset& d = built.dataset;
   std::vector<Index> all(static_cast<size_t>(d.num_bags()));
   for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
   const Vector totals = m.predictor->unit_totals(d, all, threads);
   const Vector bag_weight = d.bag_weights();
-  const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
-  std::ostringstream s;
-  s.precision(10);
-  s << "unit,split,observed,predicted,lower_" << level_name(lo) << ",upper_" << level_name(hi)
-    << ",population,pixels\n";
   const std::vector<std::string> none;
   const std::vector<std::string>& train = m.same_units ? m.file.train_units : none;
   const std::vector<std::string>& holdout = m.same_units ? m.file.holdout_units : none;
+  std::vector<UnitRow> rows;
   for (Index a = 0; a < d.num_bags(); ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
     const Vector draws = m.predictor->unit_draws(d, a, samples);
-    auto q = [&](double p) { return empirical_quantile(draws, p); };
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
-    std::string quoted = id;
-    if (quoted.find_first_of(",\"") != std::string::npos) {
-      std::string e;
-      for (char c : quoted) e += c == '"' ? std::string("\"\"") : std::string(1, c);
-      quoted = "\"" + e + "\"";
-    }
-    s << quoted << ","
-      << (in_train     ? "train"
-          : in_holdout ? "holdout"
-                       : "new")
-      << "," << d.response[a] << "," << totals[a] << "," << q(lo) << "," << q(hi) << "," << bag_weight[a] << ","
-      << d.bag_size(a) << "\n";
+    rows.push_back({id,
+                    {in_train     ? "train"
+                     : in_holdout ? "holdout"
+                                  : "new",
+                     d.response[a], totals[a], empirical_quantile(draws, lo), empirical_quantile(draws, hi),
+                     bag_weight[a], d.bag_size(a)}});
   }
+  return rows;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"") == std::string::npos) return s;
+  std::string e;
+  for (char c : s) e += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return "\"" + e + "\"";
+}
+
+void write_units_csv(const std::string& path, const std::vector<UnitRow>& rows, const std::string& lower,
+                     const std::string& upper) {
+  std::ostringstream s;
+  s.precision(10);
+  s << "unit,split,observed,predicted," << lower << "," << upper << ",population,pixels\n";
+  for (const UnitRow& r : rows)
+    s << csv_field(r.id) << "," << r.result.split << "," << r.result.observed << "," << r.result.predicted << ","
+      << r.result.lower << "," << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
   io::write_text_atomic(path, s.str());
+}
+
+// units.gpkg's styles: the predicted total (the default), the observed count on the same classes
+// so the two compare, and the log residual on a diverging ramp centred on zero.
+std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
+  std::vector<double> predicted, observed, residual;
+  double largest = 0;
+  for (const UnitRow& r : rows) {
+    predicted.push_back(r.result.predicted);
+    observed.push_back(r.result.observed);
+    if (r.result.observed > 0 && r.result.predicted > 0)
+      largest = std::max(largest, std::abs(std::log(r.result.observed) - std::log(r.result.predicted)));
+  }
+  std::vector<double> both = predicted;
+  both.insert(both.end(), observed.begin(), observed.end());
+  const std::vector<double> counts = io::quantile_breaks(both, 5);
+  io::GraduatedStyle p{"predicted", counts, io::Palette::red_purple, "cases", 0};
+  io::GraduatedStyle o{"observed", counts, io::Palette::red_purple, "cases", 0};
+  const double r = largest > 0 ? largest : 1.0;
+  io::GraduatedStyle res{
+      "log_residual", {-r, -0.6 * r, -0.2 * r, 0.2 * r, 0.6 * r, r}, io::Palette::blue_white_red, "", 2};
+  return {{"predicted", io::graduated_style_qml(p), "predicted total cases per unit", true},
+          {"observed", io::graduated_style_qml(o), "observed cases per unit, on the classes of predicted", false},
+          {"log_residual", io::graduated_style_qml(res), "log(observed) - log(predicted): red where more were observed",
+           false}};
+}
+
+// units.csv (for scripts) and units.gpkg (the input polygons with the same columns and styles).
+void write_unit_outputs(const LoadedModel& m, const std::string& dir, const std::vector<double>& levels, int samples,
+                        int threads, bool styles) {
+  const io::BuiltData built = model_dataset(m, dir);
+  const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
+  const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads);
+  const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
+  write_units_csv(dir + "/units.csv", rows, lower, upper);
+  std::map<std::string, io::UnitResult> results;
+  for (const UnitRow& r : rows) results[r.id] = r.result;
+  const io::DataConfig data = m.config.data_config();
+  write_units_geopackage(data.units, dir + "/units.gpkg", lower, upper, results,
+                         styles ? unit_styles(rows) : std::vector<io::LayerStyle>{});
 }
 
 }  // namespace
@@ -252,6 +357,13 @@ void run_predict(const PredictArgs& args) {
   const Settings settings = settings_of(m.config);
   const std::vector<double> quantiles = args.quantiles.empty() ? settings.predict.quantiles : args.quantiles;
   const std::vector<double> exceedance = args.exceedance.empty() ? settings.predict.exceedance : args.exceedance;
+  const double rate_per = settings.predict.rate_per;
+  if (rate_per != 1 && !likelihood_of(m.file.model.spec.likelihood).is_count() && m.file.kind != ModelKind::constant)
+    throw ConfigError("predict.rate_per applies to counts; the " + to_string(m.file.model.spec.likelihood) +
+                      " likelihood's intensity is not a rate per person");
+  const bool styles = args.style.empty() ? settings.predict.qgis_style : args.style == "qgis";
+  if (!args.style.empty() && args.style != "qgis" && args.style != "none")
+    throw ConfigError("--style " + args.style + ": expected qgis or none");
   for (double q : quantiles)
     if (!(q > 0 && q < 1)) throw ConfigError("quantile level " + level_name(q) + " is not strictly between 0 and 1");
   const int threads = thread_count(settings, args.threads);
@@ -263,14 +375,17 @@ void run_predict(const PredictArgs& args) {
                  to_string(m.file.kind));
 
   // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
-  const std::vector<MapSpec> maps = plan_maps(m, !data.population.path.empty(), quantiles, exceedance);
-  std::vector<std::string> planned = {"units.csv"};
-  for (const MapSpec& s : maps) planned.push_back(s.file);
+  const std::vector<MapSpec> maps = plan_maps(m, !data.population.path.empty(), quantiles, exceedance, rate_per);
+  std::vector<std::string> planned = {"units.csv", "units.gpkg", "unusable_units.csv"};
+  for (const MapSpec& s : maps) {
+    planned.push_back(s.file);
+    planned.push_back(fs::path(s.file).stem().string() + ".qml");
+  }
   refuse_overwriting_inputs(args.out, planned, data);
 
   PixelSources src = open_sources(m, data);
   const io::Grid& grid = src.grid;
-  std::vector<MapOutput> outs = open_maps(maps, m, args.out, grid, format);
+  std::vector<MapOutput> outs = open_maps(maps, m, args.out, grid, format, rate_per);
   // The constant model's rate belongs to the unit holding each pixel.
   io::BuiltData units;
   std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
@@ -282,7 +397,7 @@ void run_predict(const PredictArgs& args) {
   PredictOptions po;
   if (m.predictor->has_posterior()) {
     po.quantiles = quantiles;
-    po.exceedance = exceedance;
+    for (double t : exceedance) po.exceedance.push_back(t / rate_per);  // thresholds in the maps' unit
   }
   po.threads = threads;
   // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
@@ -308,8 +423,8 @@ void run_predict(const PredictArgs& args) {
       o.strip.assign(n, NAN);
       for (size_t j = 0; j < strip.valid.size(); ++j) {
         const size_t i = static_cast<size_t>(strip.valid[j]);
-        o.strip[i] = static_cast<float>(
-            map_value(o.spec, p, static_cast<Index>(j), strip.population.empty() ? NAN : strip.population[i]));
+        o.strip[i] = static_cast<float>(map_value(o.spec, p, static_cast<Index>(j),
+                                                  strip.population.empty() ? NAN : strip.population[i], rate_per));
       }
       o.writer->write_rows(row0, strip.rows, o.strip);
     }
@@ -322,12 +437,13 @@ void run_predict(const PredictArgs& args) {
     o.writer->finish();
     fault_point("map");
   }
-  spdlog::info("predicted {} pixels of {} x {}; wrote {} maps to {}", predicted, grid.width, grid.height, outs.size(),
-               args.out);
+  if (styles) write_map_styles(outs, args.out);
+  spdlog::info("predicted {} pixels of {} x {}; wrote {} maps{} to {}", predicted, grid.width, grid.height, outs.size(),
+               styles ? " with their QGIS styles" : "", args.out);
   if (!data.units.path.empty()) {
-    write_units_csv(args.out, m, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
-                    settings.predict.samples, threads);
-    spdlog::info("wrote {}/units.csv", args.out);
+    write_unit_outputs(m, args.out, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
+                       settings.predict.samples, threads, styles);
+    spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
   }
 }
 
@@ -353,6 +469,10 @@ int predict_main(int argc, char** argv) {
       ->check(CLI::IsMember({"GTiff", "COG"}))
       ->capture_default_str();
   app.add_option("--co", args.creation, "GDAL creation option KEY=VALUE passed to the output driver (repeatable)");
+  app.add_option("--style", args.style,
+                 "qgis: a <map>.qml beside each map and graduated styles in units.gpkg, so QGIS shows them styled "
+                 "on open; none: no styles (default: predict.style, qgis)")
+      ->check(CLI::IsMember({"qgis", "none"}));
   app.add_option("--threads", args.threads, "Threads (default: train.threads, 0 = every core)")
       ->check(CLI::PositiveNumber);
   add_common_flags(app, quiet, verbose);

@@ -16,12 +16,13 @@ struct PredictArgs {
   std::vector<double> exceedance;     // empty: predict.exceedance
   std::string format = "GTiff";       // GTiff or COG
   std::vector<std::string> creation;  // GDAL creation options KEY=VALUE
+  std::string style;                  // qgis or none; empty: predict.style
   int threads = 0;                    // 0: train.threads
   bool progress = false;              // a progress bar on an interactive stderr
 };
 
-// Writes one map per quantity over the whole grid and, when the configuration has units,
-// units.csv. Throws ConfigError for settings, DataError for data.
+// Writes one map per quantity over the whole grid with its QGIS style and, when the configuration
+// has units, units.csv and units.gpkg. Throws ConfigError for settings, DataError for data.
 void run_predict(const PredictArgs& args);
 
 int predict_main(int argc, char** argv);

@@ -64,6 +64,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.predict.quantiles = r.reals("predict.quantiles");
   s.predict.exceedance = r.reals("predict.exceedance");
   s.predict.samples = static_cast<int>(r.integer("predict.samples"));
+  s.predict.rate_per = r.real("predict.rate_per");
+  s.predict.qgis_style = r.text("predict.style") == "qgis";
   s.output_dir = r.path("output.dir");
   return s;
 }

@@ -37,6 +37,8 @@ struct Settings {
   struct Predict {
     std::vector<double> quantiles, exceedance;
     int samples = 0;
+    double rate_per = 1;
+    bool qgis_style = true;
   } predict;
   std::string output_dir;  // absolute
 };

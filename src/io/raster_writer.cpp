@@ -72,6 +72,7 @@ RasterWriter::RasterWriter(const std::string& path, const Grid& grid, const std:
   band->SetNoDataValue(kOutputNodata);
   band->SetDescription(description.c_str());
   band->SetUnitType(unit.c_str());
+  sample_stride_ = std::max<long long>(1, static_cast<long long>(grid.width) * grid.height / 100000);
 }
 
 RasterWriter::~RasterWriter() = default;
@@ -82,11 +83,14 @@ void RasterWriter::set_metadata(const std::string& key, const std::string& value
 
 void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& values) {
   std::vector<float> v(values);
-  for (auto& x : v) {
+  const long long first = static_cast<long long>(row0) * grid_.width;
+  for (size_t i = 0; i < v.size(); ++i) {
+    float& x = v[i];
     if (!std::isfinite(x)) {
       x = static_cast<float>(kOutputNodata);
       continue;
     }
+    if ((first + static_cast<long long>(i)) % sample_stride_ == 0) sample_.push_back(x);
     min_ = std::min(min_, static_cast<double>(x));
     max_ = std::max(max_, static_cast<double>(x));
     sum_ += x;

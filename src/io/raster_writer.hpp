@@ -36,6 +36,9 @@ class RasterWriter {
   void write_rows(int row0, int rows, const std::vector<float>& values);
   // Stores statistics, converts to COG when asked, and moves the file to its final name.
   void finish();
+  // The valid values at a fixed lattice of about 10^5 cells of the grid (every cell of a smaller
+  // grid), for the percentiles of a style's limits: the same cells in every map of a grid.
+  const std::vector<float>& value_sample() const { return sample_; }
 
  private:
   std::string path_;
@@ -45,6 +48,8 @@ class RasterWriter {
   DatasetPtr ds_;
   double min_ = 1e300, max_ = -1e300, sum_ = 0, sum2_ = 0;
   long long count_ = 0;
+  long long sample_stride_ = 1;
+  std::vector<float> sample_;
 };
 
 }  // namespace vbagg::io

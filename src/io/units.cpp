@@ -13,9 +13,7 @@
 
 namespace vbagg::io {
 
-namespace {
-
-OGRLayer* pick_layer(GDALDataset& ds, const UnitsSpec& spec) {
+OGRLayer* units_layer(GDALDataset& ds, const UnitsSpec& spec) {
   if (!spec.layer.empty()) {
     OGRLayer* l = ds.GetLayerByName(spec.layer.c_str());
     if (l) return l;
@@ -31,7 +29,7 @@ OGRLayer* pick_layer(GDALDataset& ds, const UnitsSpec& spec) {
   throw ConfigError("units source '" + spec.path + "' has no layer '" + spec.layer + "' (layers: " + names + ")");
 }
 
-int field_index(OGRFeatureDefn* defn, const std::string& name, const std::string& key, const std::string& path) {
+int units_field(OGRFeatureDefn* defn, const std::string& name, const std::string& key, const std::string& path) {
   if (name.empty()) throw ConfigError(key + " is not set (the field of '" + path + "' to use)");
   const int i = defn->GetFieldIndex(name.c_str());
   if (i >= 0) return i;
@@ -40,6 +38,8 @@ int field_index(OGRFeatureDefn* defn, const std::string& name, const std::string
     fields += (k ? ", " : "") + std::string(defn->GetFieldDefn(k)->GetNameRef());
   throw ConfigError(key + ": '" + path + "' has no field '" + name + "' (fields: " + fields + ")");
 }
+
+namespace {
 
 // Parses a response stored as integer, real or numeric text. Returns false when it is not a number.
 bool parse_response(OGRFeature& f, int idx, double& out) {
@@ -94,10 +94,10 @@ std::string invalid_reason(const OGRGeometry& g) {
 
 UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
   DatasetPtr ds = open_vector(spec.path);
-  OGRLayer* layer = pick_layer(*ds, spec);
+  OGRLayer* layer = units_layer(*ds, spec);
   OGRFeatureDefn* defn = layer->GetLayerDefn();
-  const int id_idx = field_index(defn, spec.id_field, "data.units.id_field", spec.path);
-  const int y_idx = field_index(defn, spec.response_field, "data.units.response_field", spec.path);
+  const int id_idx = units_field(defn, spec.id_field, "data.units.id_field", spec.path);
+  const int y_idx = units_field(defn, spec.response_field, "data.units.response_field", spec.path);
 
   UnitsRead out;
   std::unique_ptr<OGRCoordinateTransformation> ct;

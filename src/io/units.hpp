@@ -30,4 +30,10 @@ struct UnitsRead {
 // none named, empty layer) throw.
 UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt);
 
+// The configured layer of an open units source (data.units.layer, or its only layer); throws
+// ConfigError listing the layers when that is ambiguous or missing.
+OGRLayer* units_layer(GDALDataset& ds, const UnitsSpec& spec);
+// The index of field `name` (setting `key`); throws ConfigError listing the fields when absent.
+int units_field(OGRFeatureDefn* defn, const std::string& name, const std::string& key, const std::string& path);
+
 }  // namespace vbagg::io

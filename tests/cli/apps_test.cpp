@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <memory>
 #include <set>
+#include <sstream>
 
 #include "../io/fixtures.hpp"
 #include "cli/eval.hpp"
@@ -16,6 +18,7 @@
 #include "cli/train.hpp"
 #include "io/gdal_handles.hpp"
 #include "io/model_file.hpp"
+#include "io/raster_writer.hpp"
 
 namespace vbagg::cli {
 namespace {
@@ -132,6 +135,115 @@ TEST_F(Apps, TrainPredictEvalTheVariationalModel) {
   EXPECT_EQ(r.metrics.count_coverage.size(), r.metrics.levels.size());
   std::ifstream json(e.json);
   EXPECT_TRUE(json.good());
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The text of attribute `name` in the first element that has it.
+std::string attribute(const std::string& xml, const std::string& name) {
+  const auto at = xml.find(" " + name + "=\"");
+  if (at == std::string::npos) return "";
+  const auto begin = at + name.size() + 3;
+  return xml.substr(begin, xml.find('"', begin) - begin);
+}
+
+std::vector<float> band_values(const std::string& path) {
+  io::DatasetPtr ds = io::open_raster(path);
+  const int w = ds->GetRasterXSize(), h = ds->GetRasterYSize();
+  std::vector<float> v(static_cast<size_t>(w) * static_cast<size_t>(h));
+  EXPECT_EQ(ds->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, w, h, v.data(), w, h, GDT_Float32, 0, 0), CE_None);
+  return v;
+}
+
+// Styles beside the maps: the mean and its quantiles share limits, probabilities run 0-1, the
+// legend carries the unit; rates per 1,000 scale the intensity maps and their thresholds alike.
+TEST_F(Apps, MapStylesAndRatesPerThousand) {
+  PredictArgs p;
+  p.model_path = trained("vbagg");
+  p.out = path("styled");
+  p.quantiles = {0.1, 0.9};
+  p.exceedance = {0.05};
+  run_predict(p);
+  const std::string mean = read_text(p.out + "/intensity_mean.qml"), q = read_text(p.out + "/intensity_q0.9.qml");
+  EXPECT_NE(mean.find("singlebandpseudocolor"), std::string::npos);
+  EXPECT_FALSE(attribute(mean, "classificationMax").empty());
+  EXPECT_EQ(attribute(mean, "classificationMin"), attribute(q, "classificationMin"));
+  EXPECT_EQ(attribute(mean, "classificationMax"), attribute(q, "classificationMax"));
+  EXPECT_EQ(attribute(mean, "suffix"), " cases per person");
+  const std::string prob = read_text(p.out + "/exceedance_0.05.qml");
+  EXPECT_EQ(attribute(prob, "classificationMin"), "0");
+  EXPECT_EQ(attribute(prob, "classificationMax"), "1");
+  EXPECT_NE(attribute(read_text(p.out + "/intensity_sd.qml"), "classificationMax"),
+            attribute(mean, "classificationMax"));
+
+  PredictArgs k = p;
+  k.out = path("per_thousand");
+  k.sets = {"predict.rate_per=1000"};
+  k.exceedance = {50};
+  k.style = "none";
+  run_predict(k);
+  EXPECT_FALSE(std::filesystem::exists(k.out + "/intensity_mean.qml"));
+  io::DatasetPtr ds = io::open_raster(k.out + "/intensity_mean.tif");
+  EXPECT_STREQ(ds->GetRasterBand(1)->GetUnitType(), "cases per 1000 people");
+  EXPECT_STREQ(ds->GetMetadataItem("VBAGG_RATE_PER"), "1000");
+  const auto a = band_values(p.out + "/intensity_q0.9.tif"), b = band_values(k.out + "/intensity_q0.9.tif");
+  const auto pa = band_values(p.out + "/exceedance_0.05.tif"), pb = band_values(k.out + "/exceedance_50.tif");
+  const auto ca = band_values(p.out + "/cases_mean.tif"), cb = band_values(k.out + "/cases_mean.tif");
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == io::kOutputNodata) continue;
+    ASSERT_NEAR(b[i], 1000 * a[i], 1e-4 * b[i]);
+    ASSERT_NEAR(pb[i], pa[i], 1e-6);
+    ASSERT_EQ(cb[i], ca[i]);  // cases are counts, whatever the rate's unit
+  }
+}
+
+// units.gpkg: every input feature with its geometry and CRS, the same numbers as units.csv, and
+// a graduated default style in its layer_styles table.
+TEST_F(Apps, UnitsGeoPackageCarriesThePredictions) {
+  PredictArgs p;
+  p.model_path = trained("vbagg");
+  p.out = path("units_out");
+  run_predict(p);
+  io::DatasetPtr in = io::open_vector(path("data/units.gpkg"));
+  io::DatasetPtr out = io::open_vector(p.out + "/units.gpkg");
+  OGRLayer* src = in->GetLayer(0);
+  OGRLayer* layer = out->GetLayerByName("units");
+  ASSERT_NE(layer, nullptr);
+  EXPECT_EQ(layer->GetFeatureCount(), src->GetFeatureCount());
+  EXPECT_TRUE(layer->GetSpatialRef()->IsSame(src->GetSpatialRef()));
+  for (const char* f :
+       {"id", "split", "observed", "predicted", "lower_0.025", "upper_0.975", "population", "pixels", "log_residual"})
+    EXPECT_GE(layer->GetLayerDefn()->GetFieldIndex(f), 0) << f;
+  const std::string csv = read_text(p.out + "/units.csv");
+  int holdout = 0;
+  for (auto& f : *layer) {
+    const std::string id = f->GetFieldAsString("id");
+    holdout += std::string(f->GetFieldAsString("split")) == "holdout";
+    const double observed = f->GetFieldAsDouble("observed"), predicted = f->GetFieldAsDouble("predicted");
+    EXPECT_LE(f->GetFieldAsDouble("lower_0.025"), f->GetFieldAsDouble("upper_0.975"));
+    EXPECT_NEAR(f->GetFieldAsDouble("log_residual"), std::log(observed) - std::log(predicted), 1e-9);
+    EXPECT_NE(csv.find("\n" + id + ","), std::string::npos) << id;
+    src->SetAttributeFilter(("ID = '" + id + "'").c_str());
+    std::unique_ptr<OGRFeature> original(src->GetNextFeature());
+    ASSERT_NE(original, nullptr) << id;
+    EXPECT_TRUE(original->GetGeometryRef()->Equals(f->GetGeometryRef())) << id;
+  }
+  EXPECT_EQ(holdout, 4);
+  OGRLayer* styles = out->ExecuteSQL("SELECT styleName, useAsDefault, styleQML FROM layer_styles", nullptr, nullptr);
+  ASSERT_NE(styles, nullptr);
+  std::set<std::string> names;
+  for (auto& f : *styles) {
+    names.insert(f->GetFieldAsString(0));
+    if (f->GetFieldAsInteger(1))
+      EXPECT_NE(std::string(f->GetFieldAsString(2)).find("graduatedSymbol"), std::string::npos);
+  }
+  out->ReleaseResultSet(styles);
+  EXPECT_EQ(names, (std::set<std::string>{"predicted", "observed", "log_residual"}));
 }
 
 TEST_F(Apps, BadArgumentsAreConfigErrors) {

@@ -1,0 +1,36 @@
+// The units as a GeoPackage layer with their predictions, for the choropleth an analyst wants:
+// the input's own geometries and CRS, one feature per input feature, and default styles QGIS
+// applies on open.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "data_config.hpp"
+
+namespace vbagg::io {
+
+struct UnitResult {
+  std::string split;  // train, holdout or new
+  double observed = 0, predicted = 0, lower = 0, upper = 0, population = 0;
+  long long pixels = 0;
+};
+
+// A style for the GeoPackage's layer_styles table; QGIS applies the default one on open and
+// offers the others by name.
+struct LayerStyle {
+  std::string name, qml, description;
+  bool use_as_default = false;
+};
+
+// Writes `path` atomically: layer "units" with every feature of `source` (geometry and CRS as
+// they are) and the fields id, split, observed, predicted, <lower_field>, <upper_field>,
+// population, pixels and log_residual = log(observed) - log(predicted) (NULL unless both are
+// positive). A feature whose unit has no result (left out of the fit, or a duplicate id) keeps
+// its geometry with split "unused" and NULL values.
+void write_units_geopackage(const UnitsSpec& source, const std::string& path, const std::string& lower_field,
+                            const std::string& upper_field, const std::map<std::string, UnitResult>& results,
+                            const std::vector<LayerStyle>& styles);
+
+}  // namespace vbagg::io
