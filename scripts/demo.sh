@@ -15,7 +15,7 @@ out=out/example
 "$bin/vbagg-eval" --model "$out/model.yaml" --cv 5 --truth data/example/truth_intensity.tif \
   --json "$out/cv.json" --report "$out/report_cv.html"
 echo
-echo "maps (open in QGIS):  $out/maps/*.tif"
-echo "per-unit totals:      $out/maps/units.csv"
+echo "maps (open in QGIS):  $out/maps/*.tif (styled on open by the .qml beside each)"
+echo "per-unit totals:      $out/maps/units.csv, units.gpkg (the units with their predictions, styled)"
 echo "metrics:              $out/metrics.json (holdout), $out/cv.json (5-fold spatial cross-validation)"
 echo "report:               $out/report.html, $out/report_cv.html"

@@ -367,6 +367,7 @@ io::DataConfig Config::data_config() const {
     for (const auto& l : d.covariates) is_name |= l.covariate_name() == grid;
     if (!is_name) d.grid = path("data.grid");
   }
+  d.grid_refine = static_cast<int>(integer("data.grid_refine"));
   d.pixel_assignment = io::parse_pixel_assignment(text("data.pixel_assignment"));
   d.coordinates = boolean("data.coordinates");
   d.on_bad_unit = io::parse_bad_unit_policy(text("data.on_bad_unit"));

@@ -71,6 +71,15 @@ std::vector<Param> make_params() {
        -kInf,
        kInf,
        "Reference grid every layer is aligned to: 'population', the name of a covariate, or a raster path."},
+      {"data.grid_refine",
+       T::integer,
+       "1",
+       {},
+       1,
+       16,
+       "Divide each pixel of the reference grid into k x k for the working grid: population is spread over the "
+       "smaller pixels (summed), covariates are resampled, and the maps come out at the finer resolution. Units "
+       "smaller than the grid's pixels then get pixels of their own (see docs/input-pipeline.md)."},
       {"data.pixel_assignment",
        T::choice,
        "fraction",

@@ -136,10 +136,7 @@ struct PixelSources {
 PixelSources open_sources(const LoadedModel& m, const io::DataConfig& data) {
   PixelSources s;
   s.grid_path = io::reference_grid_path(data);
-  {
-    io::DatasetPtr ref = io::open_raster(s.grid_path);
-    s.grid = io::Grid::of(*ref, s.grid_path);
-  }
+  s.grid = io::working_grid(data);
   s.covariates = match_covariates(m.file.covariates, covariate_band_names(data), m.config.source());
   for (const auto& l : data.covariates)
     s.layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, s.grid, s.grid_path));

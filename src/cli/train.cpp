@@ -34,6 +34,7 @@ std::string run_train(const TrainArgs& args) {
   spdlog::info("building the dataset from {}", args.config_path);
   io::BuiltData built = build_data(config, out_dir);
   for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
+  for (const auto& line : built.warnings) spdlog::warn("{}", line);
   if (!built.dropped.empty()) {
     io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
     spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +31,66 @@ struct Layer {
 };
 
 // The reference grid's source path: 'population', a covariate name, or a raster path.
+// Units whose numbers should be checked before they are trusted: those covering fewer than a few
+// pixels (their population is a share of pixels they barely touch), and those whose observed
+// rate is far above the median unit's (often the same units: their population is diluted).
+std::vector<std::string> implausible_units(const BuiltData& b) {
+  constexpr double kFewPixels = 4, kRateRatio = 10;
+  const Dataset& d = b.dataset;
+  const Vector P = d.bag_weights();
+  std::vector<double> rates;
+  for (Index a = 0; a < d.num_bags(); ++a)
+    if (P[a] > 0) rates.push_back(d.response[a] / P[a]);
+  std::vector<double> sorted = rates;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+  std::vector<UnitIssue> small, high;
+  double smallest = 1e300, worst = 0;
+  std::string smallest_id, worst_text;
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    const std::string& id = d.bag_ids[static_cast<size_t>(a)];
+    const double pixels = d.coverage.segment(d.bag_begin(a), d.bag_size(a)).sum();
+    char text[160];
+    if (pixels < kFewPixels) {
+      small.push_back({id, ""});
+      if (pixels < smallest) {
+        smallest = pixels;
+        smallest_id = id;
+      }
+    }
+    const double rate = P[a] > 0 ? d.response[a] / P[a] : 0;
+    if (median > 0 && rate > kRateRatio * median) {
+      high.push_back({id, ""});
+      if (rate / median > worst) {
+        worst = rate / median;
+        std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g people", id.c_str(), worst,
+                      d.response[a], P[a]);
+        worst_text = text;
+      }
+    }
+  }
+  auto ids = [](const std::vector<UnitIssue>& u) {
+    std::string s;
+    for (size_t k = 0; k < u.size() && k < 5; ++k) s += (k ? ", '" : "'") + u[k].id + "'";
+    return u.size() > 5 ? s + " and " + std::to_string(u.size() - 5) + " more" : s;
+  };
+  std::vector<std::string> w;
+  if (!small.empty()) {
+    char text[96];
+    std::snprintf(text, sizeof text, "smallest '%s', %.2g pixels", smallest_id.c_str(), smallest);
+    w.push_back(std::to_string(small.size()) + " units cover fewer than 4 pixels of the grid (" + text +
+                "): " + ids(small) +
+                ". Their population is a share of pixels they barely touch; consider a finer population raster as "
+                "data.grid, data.grid_refine, or data.pixel_assignment (docs/input-pipeline.md)");
+  }
+  if (!high.empty())
+    w.push_back(std::to_string(high.size()) + " units observe a rate over 10 times the median unit's (worst " +
+                worst_text + "): " + ids(high) +
+                ". Check their counts and population; a small urban unit's population is often diluted by coarse "
+                "pixels (docs/input-pipeline.md)");
+  return w;
+}
+
 }  // namespace
 
 std::string reference_grid_path(const DataConfig& c, const std::string& base) {
@@ -37,6 +98,13 @@ std::string reference_grid_path(const DataConfig& c, const std::string& base) {
   for (const auto& l : c.covariates)
     if (l.covariate_name() == c.grid) return resolve(l.path, base);
   return resolve(c.grid, base);
+}
+
+Grid working_grid(const DataConfig& c, const std::string& base) {
+  if (c.grid_refine < 1) throw ConfigError("data.grid_refine must be at least 1");
+  const std::string path = reference_grid_path(c, base);
+  DatasetPtr ref = open_raster(path);
+  return Grid::of(*ref, path).refined(c.grid_refine);
 }
 
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
@@ -61,12 +129,13 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
 
   BuiltData out;
   out.grid_path = reference_grid_path(config, base_dir);
-  {
-    DatasetPtr ref = open_raster(out.grid_path);
-    out.grid = Grid::of(*ref, out.grid_path);
-  }
+  out.grid = working_grid(config, base_dir);
   const Grid& grid = out.grid;
-  out.notes.push_back("reference grid '" + out.grid_path + "': " + grid.describe());
+  out.notes.push_back("reference grid '" + out.grid_path + "'" +
+                      (config.grid_refine > 1 ? ", each pixel divided into " + std::to_string(config.grid_refine) +
+                                                    " x " + std::to_string(config.grid_refine)
+                                              : "") +
+                      ": " + grid.describe());
 
   // Align every layer; each band of each covariate file is one covariate.
   std::vector<Layer> layers;
@@ -298,6 +367,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   if (Dx == 2) d.input_names.insert(d.input_names.end(), {"x_km", "y_km"});
   if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
   d.validate();
+  out.warnings = implausible_units(out);
   return out;
 }
 

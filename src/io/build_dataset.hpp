@@ -30,6 +30,7 @@ struct BuiltData {
   std::vector<UnitSummary> units;       // the units kept, in dataset bag order
   std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
   std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
+  std::vector<std::string> warnings;    // units whose numbers look wrong: too small, implausible rates
 };
 
 // Resolves relative paths against base_dir, aligns every layer to the reference grid, assigns
@@ -41,6 +42,8 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = 
 // The raster whose grid every layer is aligned to: data.grid names 'population', a covariate
 // (by its name or file stem) or a raster path; relative paths resolve against base_dir.
 std::string reference_grid_path(const DataConfig& config, const std::string& base_dir = "");
+// The working grid: the reference raster's grid, refined by data.grid_refine.
+Grid working_grid(const DataConfig& config, const std::string& base_dir = "");
 
 // Log lines for a build: its notes, the units that lost pixels to missing data and the dropped
 // units (grouped by reason), and a closing summary.

@@ -49,6 +49,7 @@ struct DataConfig {
   LayerSpec population{"", "population", kPopulationResampling};
   UnitsSpec units;
   std::string grid = "population";  // 'population', a covariate name, or a raster path
+  int grid_refine = 1;              // the working grid divides each reference pixel into k x k
   PixelAssignment pixel_assignment = PixelAssignment::fraction;
   bool coordinates = true;
   BadUnitPolicy on_bad_unit = BadUnitPolicy::stop;

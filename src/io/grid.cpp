@@ -57,4 +57,12 @@ std::string Grid::describe() const {
   return s.str();
 }
 
+Grid Grid::refined(int k) const {
+  Grid g = *this;
+  g.width *= k;
+  g.height *= k;
+  for (size_t i : {1, 2, 4, 5}) g.transform[i] /= k;
+  return g;
+}
+
 }  // namespace vbagg::io

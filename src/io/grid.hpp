@@ -29,6 +29,8 @@ struct Grid {
   // headers must not force a resampling).
   bool aligned_with(const Grid& other) const;
   std::string describe() const;
+  // The same extent with each pixel divided into k x k.
+  Grid refined(int k) const;
 };
 
 // True when two WKT strings denote the same CRS (ignoring axis-order metadata).

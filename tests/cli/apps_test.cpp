@@ -239,8 +239,9 @@ TEST_F(Apps, UnitsGeoPackageCarriesThePredictions) {
   std::set<std::string> names;
   for (auto& f : *styles) {
     names.insert(f->GetFieldAsString(0));
-    if (f->GetFieldAsInteger(1))
+    if (f->GetFieldAsInteger(1) != 0) {
       EXPECT_NE(std::string(f->GetFieldAsString(2)).find("graduatedSymbol"), std::string::npos);
+    }
   }
   out->ReleaseResultSet(styles);
   EXPECT_EQ(names, (std::set<std::string>{"predicted", "observed", "log_residual"}));

@@ -474,5 +474,41 @@ TEST(BuildDataset, EndToEndRealisticSet) {
   EXPECT_LE(total, valid * (1 + 1e-9));
 }
 
+// A unit inside one pixel, with a rate far above the others', is named in the build's warnings.
+TEST(BuildDataset, WarnsOfTinyUnitsAndImplausibleRates) {
+  Scene s;
+  s.config.pixel_assignment = io::PixelAssignment::fraction;
+  test::write_units(s.dir / "town.gpkg", "GPKG", 4326,
+                    {{std::string("A"), 10.0, test::box(0, 5, 5, 10)},
+                     {std::string("B"), 20.0, test::box(5, 5, 10, 10)},
+                     {std::string("C"), 30.0, test::box(0, 0, 5, 5)},
+                     {std::string("D"), 40.0, test::box(5, 0, 10, 5)},
+                     {std::string("town"), 50.0, test::box(7.2, 4.2, 7.5, 4.5)}});
+  s.config.units.path = "town.gpkg";
+  const io::BuiltData b = s.build();
+  ASSERT_EQ(b.warnings.size(), 2u);
+  EXPECT_NE(b.warnings[0].find("1 units cover fewer than 4 pixels of the grid (smallest 'town', 0.09 pixels)"),
+            std::string::npos)
+      << b.warnings[0];
+  EXPECT_NE(b.warnings[1].find("(worst 'town',"), std::string::npos) << b.warnings[1];
+  s.config.units.path = "units.gpkg";
+  EXPECT_TRUE(s.build().warnings.empty());
+}
+
+// A refined working grid: k x k times the pixels, the same people, the covariates resampled.
+TEST(BuildDataset, RefinedGridKeepsThePopulation) {
+  Scene s;
+  s.config.pixel_assignment = io::PixelAssignment::fraction;
+  const io::BuiltData coarse = s.build();
+  s.config.grid_refine = 3;
+  const io::BuiltData fine = s.build();
+  EXPECT_EQ(fine.grid.width, 30);
+  EXPECT_DOUBLE_EQ(fine.grid.pixel_width(), coarse.grid.pixel_width() / 3);
+  EXPECT_EQ(fine.dataset.num_pixels(), 9 * coarse.dataset.num_pixels());
+  EXPECT_NEAR(weighted_population(fine.dataset), weighted_population(coarse.dataset), 1e-9 * s.pop_total());
+  for (Index a = 0; a < 4; ++a)
+    EXPECT_NEAR(fine.dataset.bag_weights()[a], coarse.dataset.bag_weights()[a], 1e-9 * s.pop_total());
+}
+
 }  // namespace
 }  // namespace vbagg
