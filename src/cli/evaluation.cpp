@@ -29,18 +29,109 @@ std::string json_list(const std::vector<double>& v) {
   return s + "]";
 }
 
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
-                 const std::string& truth_path, int samples, int threads) {
-  const Dataset& d = built.dataset;
-  const Model& model = m.file.model;
-  const std::vector<Index> train = bags_of(d, m.file.train_units), holdout = bags_of(d, m.file.holdout_units);
+namespace {
+
+std::vector<Index> split_bags(const Dataset& d, const LoadedModel& m, const std::string& split) {
   std::vector<Index> bags;
-  if (split == "train") bags = train;
-  if (split == "holdout") bags = holdout;
+  if (split == "train") bags = bags_of(d, m.file.train_units);
+  if (split == "holdout") bags = bags_of(d, m.file.holdout_units);
   if (split == "all")
     for (Index a = 0; a < d.num_bags(); ++a) bags.push_back(a);
   if (bags.empty()) throw DataError("no " + split + " units of the model are in the data; nothing to evaluate");
+  return bags;
+}
 
+// Coverage of the observed counts by central predictive intervals at r.levels, and their
+// randomised PIT, from the same joint predictive draws.
+void count_calibration(const Predictor& predictor, const Dataset& d, const std::vector<Index>& bags, const Vector& y,
+                       int samples, Metrics& r) {
+  r.count_coverage.assign(r.levels.size(), 0.0);
+  std::vector<double> pit;
+  std::mt19937_64 pit_rng(12345);
+  std::uniform_real_distribution<double> unif(0, 1);
+  for (Index k = 0; k < r.units; ++k) {
+    const Vector draws = predictor.unit_draws(d, bags[static_cast<size_t>(k)], samples);
+    for (size_t l = 0; l < r.levels.size(); ++l) {
+      const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
+      const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
+      if (y[k] >= lo && y[k] <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
+    }
+    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
+  }
+  r.count_pit = unit_histogram(pit, kPitBins);
+}
+
+// The truth raster's values at the bags' pixels, in bag order (NaN where it has none), read
+// strip by strip in grid order.
+Vector truth_at(const std::string& truth_path, const io::BuiltData& built, const std::vector<Index>& pixels) {
+  io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
+  std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position)
+  for (size_t j = 0; j < pixels.size(); ++j)
+    cells.emplace_back(built.cell[static_cast<size_t>(pixels[j])], static_cast<Index>(j));
+  std::sort(cells.begin(), cells.end());
+  Vector t(static_cast<Index>(pixels.size()));
+  std::vector<double> strip;
+  const int width = built.grid.width, strip_rows = 256;
+  for (size_t j = 0; j < cells.size();) {
+    const int row0 = static_cast<int>(cells[j].first / width);
+    const int rows = std::min(strip_rows, built.grid.height - row0);
+    truth.read(1, 0, row0, width, rows, strip);
+    for (; j < cells.size() && cells[j].first < static_cast<std::int64_t>(row0 + rows) * width; ++j)
+      t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
+  }
+  return t;
+}
+
+// Pixel MSE and correlation against the truth, the baseline's (its unit's rate at every pixel),
+// and, with a posterior, the coverage of the truth by central intervals.
+void pixel_metrics(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& bags,
+                   const Vector& baseline_rate, const std::string& truth_path, int threads, Metrics& r) {
+  const Dataset& d = built.dataset;
+  std::vector<Index> pixels;
+  std::vector<double> base;
+  for (size_t k = 0; k < bags.size(); ++k)
+    for (Index i = d.bag_begin(bags[k]); i < d.bag_begin(bags[k]) + d.bag_size(bags[k]); ++i) {
+      pixels.push_back(i);
+      base.push_back(baseline_rate[static_cast<Index>(k)]);
+    }
+  const Vector t = truth_at(truth_path, built, pixels);
+  const Predictor& predictor = *m.predictor;
+  PredictOptions po;
+  if (predictor.has_posterior()) po.quantiles = central_interval_quantiles(r.levels);
+  po.threads = threads;
+  const Prediction p = predict_dataset_pixels(m, built, pixels, po);
+  std::vector<Index> ok;
+  for (Index i = 0; i < t.size(); ++i)
+    if (std::isfinite(t[i])) ok.push_back(i);
+  auto pick = [&](auto&& v) {
+    Vector s(static_cast<Index>(ok.size()));
+    for (size_t j = 0; j < ok.size(); ++j) s[static_cast<Index>(j)] = v[ok[j]];
+    return s;
+  };
+  const Vector tt = pick(t), pm = pick(p.mean), bb = pick(base);
+  r.has_truth = true;
+  r.pixel_mse = mean_squared_error(pm, tt);
+  r.pixel_correlation = correlation(pm, tt);
+  r.baseline_pixel_mse = mean_squared_error(bb, tt);
+  r.baseline_pixel_correlation = correlation(bb, tt);
+  // Calibration needs a posterior: point estimates (nystrom, constant) have none.
+  if (!predictor.has_posterior()) return;
+  Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
+  for (size_t j = 0; j < ok.size(); ++j)
+    for (size_t l = 0; l < r.levels.size(); ++l) {
+      lo(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l));
+      hi(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l + 1));
+    }
+  const Vector cov = interval_coverage(tt, lo, hi);
+  r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
+}
+
+}  // namespace
+
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
+                 const std::string& truth_path, int samples, int threads) {
+  const Dataset& d = built.dataset;
+  const std::vector<Index> bags = split_bags(d, m, split), train = bags_of(d, m.file.train_units);
   Metrics r;
   r.kind = to_string(m.file.kind);
   r.split = split;
@@ -64,87 +155,19 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   // The constant baseline fitted to the training units: they predict themselves; others get the
   // training rate.
   const ConstantRates baseline = fit_constant_rates(d, train);
-  Vector base(r.units);
+  Vector rate(r.units);
   for (Index k = 0; k < r.units; ++k)
-    base[k] = baseline.of(d.bag_ids[static_cast<size_t>(bags[static_cast<size_t>(k)])]) * P[k];
+    rate[k] = baseline.of(d.bag_ids[static_cast<size_t>(bags[static_cast<size_t>(k)])]);
+  const Vector base = rate.cwiseProduct(P);
   if (predictor.counts()) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
-  // Coverage of the observed counts by central predictive intervals.
-  // ... and their randomised PIT, from the same joint predictive draws.
-  r.count_coverage.assign(r.levels.size(), 0.0);
-  std::vector<double> pit;
-  std::mt19937_64 pit_rng(12345);
-  std::uniform_real_distribution<double> unif(0, 1);
-  for (Index k = 0; k < r.units; ++k) {
-    const Index a = bags[static_cast<size_t>(k)];
-    const Vector draws = predictor.unit_draws(d, a, samples);
-    for (size_t l = 0; l < r.levels.size(); ++l) {
-      const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
-      const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
-      if (y[k] >= lo && y[k] <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
-    }
-    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
-  }
-  r.count_pit = unit_histogram(pit, kPitBins);
+  count_calibration(predictor, d, bags, y, samples, r);
   ObjectiveOptions oo;
   oo.threads = threads;
-  if (!train.empty() && m.file.kind == ModelKind::vbagg) r.elbo_train = elbo(model, d, train, 1.0, nullptr, oo).elbo;
-
-  if (!truth_path.empty()) {
-    r.has_truth = true;
-    io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
-    Vector t(r.pixels), cb(r.pixels);
-    std::vector<Index> pixels;                          // dataset pixel of each position
-    std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position), read in grid order
-    Index pos = 0;
-    for (Index k = 0; k < r.units; ++k) {
-      const Index a = bags[static_cast<size_t>(k)];
-      for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
-        cells.emplace_back(built.cell[static_cast<size_t>(i)], pos);
-        cb[pos++] = base[k] / P[k];
-        pixels.push_back(i);
-      }
-    }
-    std::sort(cells.begin(), cells.end());
-    std::vector<double> strip;
-    const int width = built.grid.width, strip_rows = 256;
-    for (size_t j = 0; j < cells.size();) {
-      const int row0 = static_cast<int>(cells[j].first / width);
-      const int rows = std::min(strip_rows, built.grid.height - row0);
-      truth.read(1, 0, row0, width, rows, strip);
-      for (; j < cells.size() && cells[j].first < static_cast<std::int64_t>(row0 + rows) * width; ++j)
-        t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
-    }
-    PredictOptions po;
-    if (predictor.has_posterior()) po.quantiles = central_interval_quantiles(r.levels);
-    po.threads = threads;
-    const Prediction p = predict_dataset_pixels(m, built, pixels, po);
-    std::vector<Index> ok;
-    for (Index i = 0; i < r.pixels; ++i)
-      if (std::isfinite(t[i])) ok.push_back(i);
-    auto pick = [&](const Vector& v) {
-      Vector s(static_cast<Index>(ok.size()));
-      for (size_t j = 0; j < ok.size(); ++j) s[static_cast<Index>(j)] = v[ok[j]];
-      return s;
-    };
-    const Vector tt = pick(t), pm = pick(p.mean), bb = pick(cb);
-    r.pixel_mse = mean_squared_error(pm, tt);
-    r.pixel_correlation = correlation(pm, tt);
-    r.baseline_pixel_mse = mean_squared_error(bb, tt);
-    r.baseline_pixel_correlation = correlation(bb, tt);
-    // Calibration needs a posterior: point estimates (nystrom, constant) have none.
-    if (predictor.has_posterior()) {
-      Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
-      for (size_t j = 0; j < ok.size(); ++j)
-        for (size_t l = 0; l < r.levels.size(); ++l) {
-          lo(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l));
-          hi(static_cast<Index>(j), static_cast<Index>(l)) = p.quantiles(ok[j], static_cast<Index>(2 * l + 1));
-        }
-      const Vector cov = interval_coverage(tt, lo, hi);
-      r.pixel_coverage.assign(cov.data(), cov.data() + cov.size());
-    }
-  }
+  if (!train.empty() && m.file.kind == ModelKind::vbagg)
+    r.elbo_train = elbo(m.file.model, d, train, 1.0, nullptr, oo).elbo;
+  if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, threads, r);
   return r;
 }
 

@@ -107,41 +107,48 @@ Grid working_grid(const DataConfig& c, const std::string& base) {
   return Grid::of(*ref, path).refined(c.grid_refine);
 }
 
-BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
-  ensure_gdal_registered();
+namespace {
+
+// The configured sources with relative paths resolved and defaults filled in, checked.
+struct Sources {
+  std::vector<LayerSpec> covariates;
+  LayerSpec population;
+  UnitsSpec units;
+};
+
+Sources resolved_sources(const DataConfig& config, const std::string& base_dir) {
   if (config.covariates.empty()) throw ConfigError("data.covariates is empty: at least one covariate raster is needed");
   if (config.population.path.empty()) throw ConfigError("data.population.path is not set");
   if (config.units.path.empty()) throw ConfigError("data.units.path is not set");
   if (config.strip_rows < 1) throw ConfigError("strip_rows must be positive");
-  std::vector<LayerSpec> covs = config.covariates;
-  for (size_t i = 0; i < covs.size(); ++i) {
-    auto& l = covs[i];
+  Sources s{config.covariates, config.population, config.units};
+  for (size_t i = 0; i < s.covariates.size(); ++i) {
+    auto& l = s.covariates[i];
     if (l.path.empty()) throw ConfigError("data.covariates[" + std::to_string(i) + "].path is not set");
     l.path = resolve(l.path, base_dir);
     l.name = l.covariate_name();
     if (l.resampling.empty()) l.resampling = kCovariateResampling;
     check_resampling(l.resampling, "data.covariates[" + std::to_string(i) + "].resampling");
   }
-  LayerSpec pop = config.population;
-  pop.path = resolve(pop.path, base_dir);
-  if (pop.resampling.empty()) pop.resampling = kPopulationResampling;
-  check_resampling(pop.resampling, "data.population.resampling");
+  s.population.path = resolve(s.population.path, base_dir);
+  if (s.population.resampling.empty()) s.population.resampling = kPopulationResampling;
+  check_resampling(s.population.resampling, "data.population.resampling");
+  s.units.path = resolve(s.units.path, base_dir);
+  return s;
+}
 
-  BuiltData out;
-  out.grid_path = reference_grid_path(config, base_dir);
-  out.grid = working_grid(config, base_dir);
-  const Grid& grid = out.grid;
-  out.notes.push_back("reference grid '" + out.grid_path + "'" +
-                      (config.grid_refine > 1 ? ", each pixel divided into " + std::to_string(config.grid_refine) +
-                                                    " x " + std::to_string(config.grid_refine)
-                                              : "") +
-                      ": " + grid.describe());
-
-  // Align every layer; each band of each covariate file is one covariate.
+// The covariate rasters aligned to the grid; each band of each file is one covariate.
+struct Covariates {
   std::vector<Layer> layers;
-  for (const auto& l : covs) {
+  std::vector<std::string> names, paths;  // per covariate: its name and its file
+  Index count() const { return static_cast<Index>(names.size()); }
+};
+
+Covariates open_covariates(const std::vector<LayerSpec>& specs, BuiltData& out) {
+  Covariates c;
+  for (const auto& l : specs) {
     Layer layer;
-    layer.raster = std::make_unique<AlignedLayer>(l.path, l.resampling, grid, out.grid_path);
+    layer.raster = std::make_unique<AlignedLayer>(l.path, l.resampling, out.grid, out.grid_path);
     const int nb = layer.raster->bands();
     for (int b = 1; b <= nb; ++b) {
       const std::string& desc = layer.raster->band_descriptions()[static_cast<size_t>(b - 1)];
@@ -149,52 +156,44 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     }
     if (layer.raster->warped())
       out.notes.push_back("covariate '" + l.path + "' warped onto the reference grid (" + l.resampling + ")");
-    layers.push_back(std::move(layer));
+    c.names.insert(c.names.end(), layer.names.begin(), layer.names.end());
+    c.paths.insert(c.paths.end(), layer.names.size(), l.path);
+    c.layers.push_back(std::move(layer));
   }
-  AlignedLayer population(pop.path, pop.resampling, grid, out.grid_path);
-  if (population.bands() != 1)
-    throw DataError("population raster '" + pop.path + "' has " + std::to_string(population.bands()) +
+  return c;
+}
+
+std::unique_ptr<AlignedLayer> open_population(const LayerSpec& pop, BuiltData& out) {
+  auto population = std::make_unique<AlignedLayer>(pop.path, pop.resampling, out.grid, out.grid_path);
+  if (population->bands() != 1)
+    throw DataError("population raster '" + pop.path + "' has " + std::to_string(population->bands()) +
                     " bands; it must have one");
-  if (population.warped())
+  if (population->warped())
     out.notes.push_back("population '" + pop.path + "' warped onto the reference grid (" + pop.resampling + ")");
+  return population;
+}
 
-  std::vector<std::string> names, paths;  // per covariate: its name and its file
-  for (size_t k = 0; k < layers.size(); ++k) {
-    names.insert(names.end(), layers[k].names.begin(), layers[k].names.end());
-    paths.insert(paths.end(), layers[k].names.size(), covs[k].path);
-  }
-  const Index Dc = static_cast<Index>(names.size());
-  const CoordinateMapper coordinates(grid);
-  const int Dx = config.coordinates ? coordinates.count() : 0;
-  if (config.coordinates && !coordinates.crs_known())
-    out.notes.push_back("the reference grid has no CRS: coordinates are in its map units");
-
-  UnitsSpec units_spec = config.units;
-  units_spec.path = resolve(units_spec.path, base_dir);
-  UnitsRead units = read_units(units_spec, grid.crs_wkt);
-  out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
-  for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
-
-  // Refuse, before any work, a pixel table that cannot fit in this machine's memory (a header
-  // claiming 10^6 x 10^6 pixels, units covering a continent at 30 m).
+// Refuses, before any work, a pixel table that cannot fit in this machine's memory (a header
+// claiming 10^6 x 10^6 pixels, units covering a continent at 30 m).
+void check_memory(const UnitsRead& units, const BuiltData& out, Index inputs) {
   double upper = 0;
   for (const auto& u : units.units)
-    if (u.geometry && u.problems.empty()) upper += envelope_pixels(*u.geometry, grid);
-  const double bytes = upper * (8.0 * static_cast<double>(Dc + Dx + 2) + 16.0);
+    if (u.geometry && u.problems.empty()) upper += envelope_pixels(*u.geometry, out.grid);
+  const double bytes = upper * (8.0 * static_cast<double>(inputs + 2) + 16.0);
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-  if (bytes > 0.8 * memory) {
-    char msg[512];
-    std::snprintf(msg, sizeof msg,
-                  "the units cover up to %.3g pixels of the reference grid '%s' (%d x %d), a pixel table of about "
-                  "%.1f GB; this machine has %.1f GB of memory. Use a coarser grid (data.grid) or crop the rasters",
-                  upper, out.grid_path.c_str(), grid.width, grid.height, bytes / 1e9, memory / 1e9);
-    throw DataError(msg);
-  }
+  if (bytes <= 0.8 * memory) return;
+  char msg[512];
+  std::snprintf(msg, sizeof msg,
+                "the units cover up to %.3g pixels of the reference grid '%s' (%d x %d), a pixel table of about "
+                "%.1f GB; this machine has %.1f GB of memory. Use a coarser grid (data.grid) or crop the rasters",
+                upper, out.grid_path.c_str(), out.grid.width, out.grid.height, bytes / 1e9, memory / 1e9);
+  throw DataError(msg);
+}
 
-  // Pass 1: which pixels each usable unit covers (16 bytes a pixel).
+// Pass 1: which pixels each usable unit covers, strip by strip in row order (16 bytes a pixel).
+std::vector<std::vector<PixelShare>> assign_units(const UnitsRead& units, const Grid& grid, const DataConfig& config) {
   std::vector<std::vector<PixelShare>> shares(units.units.size());
   std::vector<PixelShare> strip_shares;
-  Index assigned = 0;
   for (size_t u = 0; u < units.units.size(); ++u) {
     const Unit& unit = units.units[u];
     if (!unit.geometry || !unit.problems.empty()) continue;
@@ -205,25 +204,41 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
                     strip_shares);
       shares[u].insert(shares[u].end(), strip_shares.begin(), strip_shares.end());
     }
-    assigned += static_cast<Index>(shares[u].size());
   }
+  return shares;
+}
 
-  // Pass 2: read the layers strip by strip (one strip of each in memory) straight into the pixel
-  // table, sized for every assigned pixel and compacted as pixels with missing data are skipped.
+// How often each layer had no value at the usable units' assigned pixels.
+struct MissingCounts {
+  std::vector<Index> covariate;
+  Index population = 0, negative_population = 0, seen = 0;
+};
+
+// Pass 2: reads the layers strip by strip (one strip of each in memory) straight into the pixel
+// table, sized for every assigned pixel and compacted as pixels with missing data are skipped. A
+// unit left without pixels or population gets the problem; the others become bags.
+MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare>>& shares, const Covariates& covs,
+                            const AlignedLayer& population, const DataConfig& config, BuiltData& out) {
+  const Grid& grid = out.grid;
+  const Index Dc = covs.count();
+  const CoordinateMapper coordinates(grid);
+  const int Dx = config.coordinates ? coordinates.count() : 0;
+  if (config.coordinates && !coordinates.crs_known())
+    out.notes.push_back("the reference grid has no CRS: coordinates are in its map units");
+  Index assigned = 0;
+  for (const auto& sh : shares) assigned += static_cast<Index>(sh.size());
   Dataset& d = out.dataset;
   d.inputs.resize(Dc + Dx, assigned);
   d.population.resize(assigned);
   d.coverage.resize(assigned);
   d.offsets.assign(1, 0);
   out.cell.resize(static_cast<size_t>(assigned));
+  out.num_coordinates = Dx;
   std::vector<double> response;
   std::vector<std::vector<double>> strip(static_cast<size_t>(Dc));
   std::vector<double> pop_strip;
-  Index negative_population = 0;
-  // Per covariate, and for the population, the usable units' pixels where it has no value: one
-  // layer that is nodata everywhere is then named, rather than every unit losing every pixel.
-  std::vector<Index> missing(static_cast<size_t>(Dc), 0);
-  Index missing_population = 0, seen = 0;
+  MissingCounts missing;
+  missing.covariate.assign(static_cast<size_t>(Dc), 0);
   Index pos = 0;
   for (size_t u = 0; u < units.units.size(); ++u) {
     Unit& unit = units.units[u];
@@ -244,7 +259,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
       }
       const int cols = c1 - c0, rows = r1 - row0;
       size_t b = 0;
-      for (const auto& l : layers)
+      for (const auto& l : covs.layers)
         for (int band = 1; band <= l.raster->bands(); ++band) l.raster->read(band, c0, row0, cols, rows, strip[b++]);
       population.read(1, c0, row0, cols, rows, pop_strip);
       for (size_t k = k0; k < k1; ++k) {
@@ -253,14 +268,14 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
         const double p = pop_strip[idx];
         bool ok = std::isfinite(p);
         if (ok && p < 0) {
-          ++negative_population;
+          ++missing.negative_population;
           ok = false;
         }
-        if (!std::isfinite(p)) ++missing_population;
-        ++seen;
+        if (!std::isfinite(p)) ++missing.population;
+        ++missing.seen;
         for (Index c = 0; c < Dc; ++c)
           if (!std::isfinite(strip[static_cast<size_t>(c)][idx])) {
-            ++missing[static_cast<size_t>(c)];
+            ++missing.covariate[static_cast<size_t>(c)];
             ok = false;
           }
         if (!ok) {
@@ -296,16 +311,27 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     d.bag_ids.push_back(unit.id);
     out.units.push_back(summary);
   }
-  if (negative_population)
-    out.notes.push_back(std::to_string(negative_population) + " pixels with negative population in '" + pop.path +
-                        "' treated as missing");
+  d.inputs.conservativeResize(Eigen::NoChange, pos);
+  d.population.conservativeResize(pos);
+  d.coverage.conservativeResize(pos);
+  out.cell.resize(static_cast<size_t>(pos));
+  d.response = Eigen::Map<const Vector>(response.data(), static_cast<Index>(response.size()));
+  return missing;
+}
 
-  // A layer without data over the units explains every unit's missing pixels: name it.
+// A layer without data over the units explains every unit's missing pixels: name it, and note
+// one missing at many of them.
+void name_empty_layers(const MissingCounts& missing, const Covariates& covs, const std::string& population_path,
+                       BuiltData& out) {
+  if (missing.negative_population)
+    out.notes.push_back(std::to_string(missing.negative_population) + " pixels with negative population in '" +
+                        population_path + "' treated as missing");
+  const Index seen = missing.seen;
   auto share = [&](Index n) { return static_cast<double>(n) / static_cast<double>(std::max<Index>(seen, 1)); };
-  for (Index c = 0; c < Dc; ++c) {
-    const Index m = missing[static_cast<size_t>(c)];
+  for (Index c = 0; c < covs.count(); ++c) {
+    const Index m = missing.covariate[static_cast<size_t>(c)];
     const std::string layer =
-        "covariate '" + names[static_cast<size_t>(c)] + "' ('" + paths[static_cast<size_t>(c)] + "')";
+        "covariate '" + covs.names[static_cast<size_t>(c)] + "' ('" + covs.paths[static_cast<size_t>(c)] + "')";
     if (seen > 0 && m == seen)
       throw DataError(layer + " has no value at any of the units' " + std::to_string(seen) +
                       " pixels: every one is nodata or outside the raster (check its nodata value, extent and CRS)");
@@ -313,11 +339,13 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
       out.notes.push_back(layer + " has no value at " + std::to_string(static_cast<int>(100 * share(m))) +
                           " % of the units' pixels; they are dropped");
   }
-  if (seen > 0 && missing_population == seen)
-    throw DataError("population '" + pop.path + "' has no value at any of the units' " + std::to_string(seen) +
+  if (seen > 0 && missing.population == seen)
+    throw DataError("population '" + population_path + "' has no value at any of the units' " + std::to_string(seen) +
                     " pixels (check its nodata value, extent and CRS)");
+}
 
-  // Bad units: stop with one line per reason, or drop them and say so.
+// Bad units: stop with one line per reason, or drop them and say so.
+void settle_bad_units(const UnitsRead& units, const DataConfig& config, const std::string& units_path, BuiltData& out) {
   std::vector<UnitIssue> issues;
   size_t bad = 0;
   for (const auto& u : units.units) {
@@ -327,27 +355,24 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   }
   if (!issues.empty() && config.on_bad_unit == BadUnitPolicy::stop) {
     std::string message = std::to_string(bad) + " of " + std::to_string(units.units.size()) + " units in '" +
-                          units_spec.path + "' cannot be used (set data.on_bad_unit: drop to leave them out):";
+                          units_path + "' cannot be used (set data.on_bad_unit: drop to leave them out):";
     for (const auto& line : grouped_issue_lines(issues)) message += "\n" + line;
     throw UnusableUnits(message, std::move(issues));
   }
   out.dropped = std::move(issues);
   if (bad == units.units.size())
-    throw DataError("every unit in '" + units_spec.path + "' was dropped; nothing is left to fit");
+    throw DataError("every unit in '" + units_path + "' was dropped; nothing is left to fit");
+}
 
-  const Index N = pos;
-  d.inputs.conservativeResize(Eigen::NoChange, N);
-  d.population.conservativeResize(N);
-  d.coverage.conservativeResize(N);
-  out.cell.resize(static_cast<size_t>(N));
-  d.response = Eigen::Map<const Vector>(response.data(), static_cast<Index>(response.size()));
-
-  // Constant covariates carry no information and break standardisation: report and leave out.
+// Constant covariates carry no information and break standardisation: report and leave them out.
+void drop_constant_covariates(const Covariates& covs, BuiltData& out) {
+  Dataset& d = out.dataset;
+  const Index Dc = covs.count(), Dx = out.num_coordinates, N = d.num_pixels();
   std::vector<Index> keep;
   for (Index k = 0; k < Dc; ++k) {
     if (N > 0 && d.inputs.row(k).maxCoeff() == d.inputs.row(k).minCoeff()) {
-      out.notes.push_back("covariate '" + names[static_cast<size_t>(k)] + "' ('" + paths[static_cast<size_t>(k)] +
-                          "') is constant over the units' pixels and is left out");
+      out.notes.push_back("covariate '" + covs.names[static_cast<size_t>(k)] + "' ('" +
+                          covs.paths[static_cast<size_t>(k)] + "') is constant over the units' pixels and is left out");
       continue;
     }
     keep.push_back(k);
@@ -359,14 +384,40 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     for (size_t j = 0; j < keep.size(); ++j) kept.row(static_cast<Index>(j)) = d.inputs.row(keep[j]);
     d.inputs = std::move(kept);
   }
-  for (Index k : keep) {
-    if (k < Dc) out.covariates.push_back(names[static_cast<size_t>(k)]);
-  }
-  out.num_coordinates = Dx;
+  for (Index k : keep)
+    if (k < Dc) out.covariates.push_back(covs.names[static_cast<size_t>(k)]);
   d.input_names = out.covariates;
   if (Dx == 2) d.input_names.insert(d.input_names.end(), {"x_km", "y_km"});
   if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
-  d.validate();
+}
+
+}  // namespace
+
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
+  ensure_gdal_registered();
+  const Sources src = resolved_sources(config, base_dir);
+  BuiltData out;
+  out.grid_path = reference_grid_path(config, base_dir);
+  out.grid = working_grid(config, base_dir);
+  const std::string refined = config.grid_refine > 1
+                                  ? ", each pixel divided into " + std::to_string(config.grid_refine) + " x " +
+                                        std::to_string(config.grid_refine)
+                                  : "";
+  out.notes.push_back("reference grid '" + out.grid_path + "'" + refined + ": " + out.grid.describe());
+
+  const Covariates covs = open_covariates(src.covariates, out);
+  const std::unique_ptr<AlignedLayer> population = open_population(src.population, out);
+  UnitsRead units = read_units(src.units, out.grid.crs_wkt);
+  out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
+  for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
+  check_memory(units, out, covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));
+
+  std::vector<std::vector<PixelShare>> shares = assign_units(units, out.grid, config);
+  const MissingCounts missing = gather_pixels(units, shares, covs, *population, config, out);
+  name_empty_layers(missing, covs, src.population.path, out);
+  settle_bad_units(units, config, src.units.path, out);
+  drop_constant_covariates(covs, out);
+  out.dataset.validate();
   out.warnings = implausible_units(out);
   return out;
 }
