@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
     config.covariates.push_back({p, "", "bilinear"});
   }
   config.population = {dir + "/population.tif", "population", "sum"};
-  config.units = {dir + "/units.gpkg", "", "ID", "cases"};
+  config.units = {dir + "/units.gpkg", "", "ID", "cases", ""};
   config.pixel_assignment = io::parse_pixel_assignment(arg_str(argc, argv, "--assignment", "fraction"));
   const auto t0 = std::chrono::steady_clock::now();
   const io::BuiltData b = io::build_dataset(config);

@@ -302,8 +302,8 @@ int main(int argc, char** argv) {
       "### one-sided Wilcoxon signed-rank p-values (all %zu runs paired)\n\n| VBAgg variant | metric | vs nystrom | vs "
       "constant | vs bag_pixel |\n|---|---|---|---|---|\n",
       pooled["test_nll"].begin()->second.size());
-  for (const std::string v : normal ? std::vector<std::string>{"vbagg"}
-                                    : std::vector<std::string>{"vbagg_exp", "vbagg_exp_delta", "vbagg_square"})
+  for (const std::string& v : normal ? std::vector<std::string>{"vbagg"}
+                                     : std::vector<std::string>{"vbagg_exp", "vbagg_exp_delta", "vbagg_square"})
     for (const char* metric : {"nll", "mse", "test_nll"}) {
       if (pooled[metric].empty()) continue;
       auto p = [&](const std::string& other) {

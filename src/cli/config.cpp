@@ -359,7 +359,7 @@ io::DataConfig Config::data_config() const {
   }
   d.population = {path("data.population.path"), "population", text("data.population.resampling")};
   d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"),
-             text("data.units.response_field")};
+             text("data.units.response_field"), text("data.units.trials_field")};
   const std::string grid = text("data.grid");
   d.grid = grid;
   if (grid != "population") {

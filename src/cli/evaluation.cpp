@@ -158,7 +158,9 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   Vector rate(r.units);
   for (Index k = 0; k < r.units; ++k)
     rate[k] = baseline.of(d.bag_ids[static_cast<size_t>(bags[static_cast<size_t>(k)])]);
-  const Vector base = rate.cwiseProduct(P);
+  const Vector exposure = d.exposures();
+  Vector base(r.units);
+  for (Index k = 0; k < r.units; ++k) base[k] = rate[k] * exposure[bags[static_cast<size_t>(k)]];
   if (predictor.counts()) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 

@@ -31,6 +31,13 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
 ModelSpec model_spec(const Settings& settings) {
   const Settings::Model& c = settings.model;
   ModelSpec s = c.spec;
+  const BagLikelihood& lik = likelihood_of(s.likelihood);
+  s.link = c.link ? *c.link : lik.links().front();
+  // auto: the delta method keeps the posterior variance where it exists; else the bound; else draws.
+  s.expectation = c.expectation            ? *c.expectation
+                  : lik.has_delta_method() ? Expectation::delta
+                  : lik.has_bound()        ? Expectation::bound
+                                           : Expectation::sample;
   s.map_estimate = c.kind == ModelKind::nystrom;
   if (c.unit_effect) {
     s.unit_effect = *c.unit_effect;
@@ -51,6 +58,11 @@ ModelSpec model_spec(const Settings& settings) {
                            : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
                       e.what());
   }
+  if (lik.needs_trials() != !settings.trials_field.empty())
+    throw ConfigError(lik.needs_trials() ? "model.likelihood " + to_string(s.likelihood) +
+                                               " needs the number tested per unit: set data.units.trials_field"
+                                         : "data.units.trials_field is set, but model.likelihood " +
+                                               to_string(s.likelihood) + " has no trials (binomial has)");
   if (c.kind == ModelKind::constant && !likelihood_of(s.likelihood).is_count())
     throw ConfigError(
         "model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
@@ -74,7 +86,7 @@ int thread_count(const Settings& settings, int cli_threads) {
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   if (settings.train.optimizer) return *settings.train.optimizer;
   // A sampled expectation needs fresh draws every step and plain gradient steps.
-  if (settings.model.spec.expectation == Expectation::sample) return Optimizer::adam;
+  if (model_spec(settings).expectation == Expectation::sample) return Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 

@@ -19,6 +19,11 @@ std::string comma_list(const std::vector<std::string>& names) {
   return s;
 }
 
+std::vector<std::string> with_auto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
+}
+
 std::vector<Param> make_params() {
   // One setting per block of lines, in the order key, type, default, choices, min, max, help.
   // clang-format off
@@ -64,6 +69,14 @@ std::vector<Param> make_params() {
        -kInf,
        kInf,
        "Field holding each unit's observation (case count): integer, real or numeric text."},
+      {"data.units.trials_field",
+       T::text,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "Binomial data: the field holding the number tested in each unit or survey cluster (the response field "
+       "then holds the positives). Needs model.likelihood binomial, which needs it."},
       {"data.grid",
        T::text,
        "population",
@@ -126,19 +139,20 @@ std::vector<Param> make_params() {
        -kInf,
        kInf,
        "Bag observation model: poisson counts; negative_binomial counts with a learned dispersion r (variance "
-       "mu + mu^2/r), for counts that vary more than Poisson; normal values; exponential positive values."},
+       "mu + mu^2/r), for counts that vary more than Poisson; normal values; exponential positive values; "
+       "binomial positives among data.units.trials_field tested (prevalence surveys)."},
       {"model.link",
        T::choice,
-       "exp",
-       link_names(),
+       "auto",
+       with_auto(link_names()),
        -kInf,
        kInf,
        "Link from the GP to the intensity: exp or square for the count likelihoods, identity for normal, exp for "
-       "exponential."},
+       "exponential, logit for binomial; auto: the likelihood's first (exp, identity or logit)."},
       {"model.expectation",
        T::choice,
-       "delta",
-       expectation_names(),
+       "auto",
+       with_auto(expectation_names()),
        -kInf,
        kInf,
        "Expected log likelihood of a bag: bound (the Jensen lower bound of the paper; drops the posterior variance "
@@ -146,7 +160,7 @@ std::vector<Param> make_params() {
        "the within-bag covariance per model.covariance), or sample (an unbiased average over model.samples fresh "
        "draws of the latent field every optimiser step, for any likelihood and link; needs train.optimizer adam, "
        "which auto picks for it). The square link always uses its second-order expansion unless "
-       "sample."},
+       "sample. auto: delta where the likelihood has it, else bound, else sample (binomial)."},
       {"model.samples",
        T::integer,
        "8",

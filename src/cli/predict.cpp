@@ -83,8 +83,10 @@ std::vector<MapSpec> plan_maps(const LoadedModel& m, bool population, const std:
   std::vector<MapSpec> maps = {
       {Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu, Family::intensity}};
   if (population)
-    maps.push_back({Quantity::cases, 0, "cases_mean.tif", "expected cases: population x " + est + " of the intensity",
-                    "cases", Family::cases});
+    maps.push_back({Quantity::cases, 0, "cases_mean.tif",
+                    std::string("expected ") + likelihood_of(m.file.model.spec.likelihood).total_unit() +
+                        ": population x " + est + " of the intensity",
+                    likelihood_of(m.file.model.spec.likelihood).total_unit(), Family::cases});
   if (p.has_latent())
     maps.push_back({Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu, Family::latent});
   if (!p.has_posterior()) return maps;

@@ -31,7 +31,8 @@ class GpPredictor final : public Predictor {
     const Index b = d.bag_begin(a), n = d.bag_size(a);
     const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
     const UnitEffectMoments unit = bag_unit_effects(model_, d, {a}, 1, same_units_)[0];
-    Vector draws = bag_predictive_draws(model_, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit);
+    Vector draws =
+        bag_predictive_draws(model_, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit, d.trials_of(a));
     std::sort(draws.data(), draws.data() + draws.size());
     return draws;
   }

@@ -29,8 +29,9 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   m.kind = parse_model_kind(r.text("model.kind"));
   m.spec.prior_precision = r.real("model.prior_precision");
   m.spec.likelihood = parse_likelihood(r.text("model.likelihood"));
-  m.spec.link = parse_link(r.text("model.link"));
-  m.spec.expectation = parse_expectation(r.text("model.expectation"));
+  const std::string link = r.text("model.link"), expectation = r.text("model.expectation");
+  if (link != "auto") m.link = parse_link(link);
+  if (expectation != "auto") m.expectation = parse_expectation(expectation);
   m.spec.samples = static_cast<int>(r.integer("model.samples"));
   m.linear_mean = r.text("model.mean_function") == "linear";
   m.spec.linear_prior_sd = r.real("model.linear_prior_sd");
@@ -67,6 +68,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.predict.rate_per = r.real("predict.rate_per");
   s.predict.qgis_style = r.text("predict.style") == "qgis";
   s.output_dir = r.path("output.dir");
+  s.trials_field = config.text("data.units.trials_field");
   return s;
 }
 

@@ -17,11 +17,13 @@ namespace vbagg::cli {
 struct Settings {
   struct Model {
     ModelKind kind = ModelKind::vbagg;
-    // The core's choices as set: likelihood, link, expectation, covariance, aggregation, fixed
-    // effects, samples, prior precision and sd, learned inducing inputs (model_spec completes it).
+    // The core's choices as set: likelihood, covariance, aggregation, fixed effects, samples,
+    // prior precision and sd, learned inducing inputs (model_spec completes it).
     ModelSpec spec;
-    bool linear_mean = true;          // mean_function: linear
-    std::optional<bool> unit_effect;  // nullopt: auto
+    std::optional<Link> link;                // nullopt: auto, the likelihood's first link
+    std::optional<Expectation> expectation;  // nullopt: auto
+    bool linear_mean = true;                 // mean_function: linear
+    std::optional<bool> unit_effect;         // nullopt: auto
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space;
     Index inducing_count = 0;  // 0: from the number of training units
@@ -40,7 +42,8 @@ struct Settings {
     double rate_per = 1;
     bool qgis_style = true;
   } predict;
-  std::string output_dir;  // absolute
+  std::string output_dir;    // absolute
+  std::string trials_field;  // data.units.trials_field: binomial data
 };
 
 // Reads every model.*, train.*, predict.* and output.* key of `config`; `keys`, when given,

@@ -77,31 +77,41 @@ void write_units(const std::string& path, const io::Grid& grid, const Country& c
     io::DatasetPtr vec(gpkg->Create(out.temp_path().c_str(), 0, 0, 0, GDT_Unknown, nullptr));
     if (!vec) throw DataError("cannot create '" + path + "': " + io::gdal_error());
     OGRLayer* layer = vec->CreateLayer("units", &srs, wkbMultiPolygon, nullptr);
-    OGRFieldDefn id("ID", OFTString), cases("cases", OFTInteger64);
+    OGRFieldDefn id("ID", OFTString), cases("cases", OFTInteger64), tested("tested", OFTInteger64),
+        positive("positive", OFTInteger64);
     layer->CreateField(&id);
     layer->CreateField(&cases);
-    layer->StartTransaction();
+    layer->CreateField(&tested);
+    layer->CreateField(&positive);
+    if (layer->StartTransaction() != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
     for (size_t u = 0; u < parts.size(); ++u) {
       OGRFeature f(layer->GetLayerDefn());
-      char name[16];
+      char name[32];
       std::snprintf(name, sizeof name, "U%03zu", u + 1);
       f.SetField(0, name);
       f.SetField(1, static_cast<GIntBig>(c.counts[static_cast<Index>(u)]));
+      f.SetField(2, static_cast<GIntBig>(c.tested[static_cast<Index>(u)]));
+      f.SetField(3, static_cast<GIntBig>(c.positives[static_cast<Index>(u)]));
       f.SetGeometry(&parts[u]);
       if (layer->CreateFeature(&f) != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
     }
-    layer->CommitTransaction();
+    if (layer->CommitTransaction() != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
   }
   out.commit();
 }
 
-std::string country_config(const Country& c) {
+// The run configuration of the case counts, or (prevalence) of the survey's positives among
+// those tested with the binomial model.
+std::string country_config(const Country& c, bool prevalence) {
   std::ostringstream s;
   s << "# Written by vbagg-simulate --kind country. Paths are relative to this file.\n"
     << "data:\n  covariates:\n";
   for (const auto& n : c.covariate_names) s << "    - path: " << n << ".tif\n";
   s << "  population:\n    path: population.tif\n"
-    << "  units:\n    path: units.gpkg\n    id_field: ID\n    response_field: cases\n";
+    << "  units:\n    path: units.gpkg\n    id_field: ID\n";
+  if (!prevalence) return s.str() + "    response_field: cases\n";
+  s << "    response_field: positive\n    trials_field: tested\n"
+    << "model:\n  likelihood: binomial\n";
   return s.str();
 }
 
@@ -117,7 +127,9 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
   write_field(dir + "/population.tif", grid, c.population, "population", "people");
   write_field(dir + "/truth_intensity.tif", grid, c.intensity, "true intensity", "cases per person");
   write_units(dir + "/units.gpkg", grid, c);
-  io::write_text_atomic(dir + "/data.yaml", country_config(c));
+  write_field(dir + "/truth_prevalence.tif", grid, c.prevalence, "true prevalence", "prevalence (proportion positive)");
+  io::write_text_atomic(dir + "/data.yaml", country_config(c, false));
+  io::write_text_atomic(dir + "/prevalence.yaml", country_config(c, true));
   spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}",
                o.width, o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
 }
@@ -147,7 +159,8 @@ void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
 int simulate_main(int argc, char** argv) {
   CLI::App app(
       "Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs, a units "
-      "GeoPackage with case counts, truth_intensity.tif and a data.yaml to train on) or the swiss-roll "
+      "GeoPackage with case counts and a prevalence survey, the true intensity and prevalence, and data.yaml and "
+      "prevalence.yaml to train on) or the swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");
   std::string kind, out, size = "160x120";

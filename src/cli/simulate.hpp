@@ -8,8 +8,9 @@
 
 namespace vbagg::cli {
 
-// Covariate and population GeoTIFFs, units.gpkg with case counts, truth_intensity.tif and a
-// data.yaml to train on.
+// Covariate and population GeoTIFFs, units.gpkg with case counts and a prevalence survey (tested,
+// positive), truth_intensity.tif and truth_prevalence.tif, and the configurations to train on
+// them: data.yaml (counts) and prevalence.yaml (the binomial model).
 void simulate_country(const std::string& dir, const CountryOptions& options);
 // pixels.csv and bags.csv of the swiss-roll bag problem.
 void simulate_swissroll(const std::string& dir, const SwissRollOptions& options);

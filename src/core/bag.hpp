@@ -43,10 +43,14 @@ class DenseNystrom : public NystromProducts {
 // products with T in residual mode; C (N_a x N_a, the exact within-bag covariance of f) in exact
 // mode.
 struct BagPosterior {
+  BagPosterior(Eigen::Ref<const Vector> m_, Eigen::Ref<const Vector> s2_, Eigen::Ref<const Vector> weight_, double y_,
+               double trials_ = 0)
+      : m(m_), s2(s2_), weight(weight_), y(y_), trials(trials_) {}
   Eigen::Ref<const Vector> m;
   Eigen::Ref<const Vector> s2;
   Eigen::Ref<const Vector> weight;  // effective pixel weights c_i p_i
   double y;
+  double trials = 0;  // the binomial model's n_a
   const Matrix* T = nullptr;
   const Matrix* C = nullptr;
   const Vector* d = nullptr;  // residual variance d_i = s2_i - |t_i|^2 >= 0

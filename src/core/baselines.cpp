@@ -10,7 +10,7 @@ double ConstantRates::of(const std::string& unit_id) const {
 }
 
 ConstantRates fit_constant_rates(const Dataset& data, const std::vector<Index>& train_bags) {
-  const Vector P = data.bag_weights();
+  const Vector P = data.exposures();
   ConstantRates r;
   double y = 0, p = 0;
   for (Index a : train_bags) {
@@ -40,6 +40,7 @@ Dataset collapse_bags(const Dataset& data) {
   c.population = P;
   c.coverage = Vector::Ones(data.num_bags());
   c.response = data.response;
+  c.trials = data.trials;
   c.input_names = data.input_names;
   c.bag_ids = data.bag_ids;
   c.offsets.resize(static_cast<size_t>(data.num_bags()) + 1);

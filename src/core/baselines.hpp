@@ -10,7 +10,8 @@
 namespace vbagg {
 
 // The constant model (model.kind constant, and every evaluation's baseline): a training unit's
-// rate is its own y_a / P_a; any other unit gets the training units' sum y / sum P.
+// rate is its own y_a / P_a; any other unit gets the training units' sum y / sum P. For binomial
+// data the exposure is the number tested n_a rather than P_a (the rate is a prevalence).
 struct ConstantRates {
   std::map<std::string, double> unit;  // by unit id
   double overall = 0;

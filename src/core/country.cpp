@@ -121,6 +121,25 @@ Country make_country(const CountryOptions& o) {
   }
   for (int u = 0; u < o.units; ++u)
     c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
+
+  // The survey has streams of its own, so the counts above are unchanged by it.
+  c.prevalence =
+      (loglam.array() - std::log(0.05) + std::log(0.25)).unaryExpr([](double f) { return 1 / (1 + std::exp(-f)); });
+  Vector infected = Vector::Zero(o.units), people = Vector::Zero(o.units);
+  for (Index i = 0; i < N; ++i) {
+    const int u = c.unit_of_pixel[static_cast<size_t>(i)];
+    infected[u] += c.population[i] * c.prevalence[i];
+    people[u] += c.population[i];
+  }
+  std::mt19937_64 survey_rng(o.seed ^ 0x5bd1e9955bd1e995ULL);
+  c.tested.resize(o.units);
+  c.positives.resize(o.units);
+  for (int u = 0; u < o.units; ++u) {
+    c.tested[u] = std::floor(100 + 400 * std::uniform_real_distribution<double>(0, 1)(survey_rng));
+    const double pi = people[u] > 0 ? infected[u] / people[u] : 0.0;
+    c.positives[u] =
+        static_cast<double>(std::binomial_distribution<long long>(static_cast<long long>(c.tested[u]), pi)(survey_rng));
+  }
   return c;
 }
 

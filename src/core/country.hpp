@@ -28,7 +28,11 @@ struct Country {
   std::vector<int> unit_of_pixel;  // 0-based unit index per pixel
   Vector counts;                   // y_a ~ Poisson(e^{u_a} sum over the unit's pixels of p_i lambda_i)
   Vector unit_effect;              // u_a (all 0 without overdispersion)
-  std::vector<double> beta;        // true coefficients of the standardised covariates
+  // A prevalence survey of the same country: the true prevalence sigma(f_i) of the same latent
+  // field on the logit scale (about 20 % on average), and per unit the number tested and
+  // positives ~ Binomial(tested, population-weighted mean prevalence of the unit).
+  Vector prevalence, tested, positives;
+  std::vector<double> beta;  // true coefficients of the standardised covariates
 };
 
 // Deterministic for a seed. Coordinates of the fields are in pixel units.

@@ -37,9 +37,13 @@ void Dataset::validate() const {
     if (!(coverage[i] > 0 && coverage[i] <= 1))
       throw DataError("dataset: pixel " + std::to_string(i) + " has a coverage fraction outside (0, 1]");
   }
+  if (trials.size() && trials.size() != num_bags()) throw DataError("dataset: trials must have one entry per bag");
   for (Index a = 0; a < num_bags(); ++a) {
     if (offsets[a + 1] <= offsets[a]) throw DataError("dataset: bag " + bag_name(a) + " has no pixels");
     if (!std::isfinite(response[a])) throw DataError("dataset: bag " + bag_name(a) + " has a non-finite response");
+    if (trials.size() && !(trials[a] > 0 && trials[a] >= response[a] && response[a] >= 0))
+      throw DataError("dataset: bag " + bag_name(a) + " has " + std::to_string(response[a]) + " positives of " +
+                      std::to_string(trials[a]) + " trials");
   }
 }
 
@@ -79,6 +83,7 @@ Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags) {
   s.population.resize(total);
   s.coverage.resize(total);
   s.response.resize(static_cast<Index>(bags.size()));
+  if (data.trials.size()) s.trials.resize(static_cast<Index>(bags.size()));
   s.offsets.assign(1, 0);
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
@@ -87,6 +92,7 @@ Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags) {
     s.population.segment(pos, len) = data.population.segment(b, len);
     s.coverage.segment(pos, len) = data.coverage.segment(b, len);
     s.response[static_cast<Index>(k)] = data.response[a];
+    if (data.trials.size()) s.trials[static_cast<Index>(k)] = data.trials[a];
     if (!data.bag_ids.empty()) s.bag_ids.push_back(data.bag_ids[a]);
     pos += len;
     s.offsets.push_back(pos);

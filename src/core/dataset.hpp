@@ -17,6 +17,7 @@ struct Dataset {
   Vector coverage;                       // N, fraction c_i in (0, 1] of the pixel inside its bag
   std::vector<Index> offsets;            // n + 1, offsets[0] = 0, offsets[n] = N
   Vector response;                       // n, bag observation y_a
+  Vector trials;                         // n, number tested n_a of a binomial bag (empty otherwise)
   std::vector<std::string> input_names;  // D (optional; empty means unnamed)
   std::vector<std::string> bag_ids;      // n (optional)
 
@@ -29,11 +30,17 @@ struct Dataset {
   Vector weights() const { return coverage.cwiseProduct(population); }
   // P_a = sum of effective weights in each bag.
   Vector bag_weights() const;
+  // What a bag's observation scales with: its trials n_a for binomial data, else P_a.
+  Vector exposures() const { return trials.size() ? trials : bag_weights(); }
   std::string bag_name(Index a) const;
   // The bag's id, or "#a" when the dataset has none (keys the unit effect of a training unit).
   std::string bag_id(Index a) const;
 
-  // Throws DataError naming the first inconsistency (sizes, NaN, negative weights, empty bags).
+  // The bag's observation for the likelihood: y_a, and n_a when the data have trials.
+  double trials_of(Index a) const { return trials.size() ? trials[a] : 0.0; }
+
+  // Throws DataError naming the first inconsistency (sizes, NaN, negative weights, empty bags,
+  // trials that are not positive or fewer than the positives).
   void validate() const;
 };
 

@@ -9,11 +9,12 @@ const BagLikelihood& poisson_likelihood();
 const BagLikelihood& negative_binomial_likelihood();
 const BagLikelihood& normal_likelihood();
 const BagLikelihood& exponential_likelihood();
+const BagLikelihood& binomial_likelihood();
 
 const std::vector<const BagLikelihood*>& likelihood_registry() {
   static const std::vector<const BagLikelihood*> all = [] {
     std::vector<const BagLikelihood*> l{&poisson_likelihood(), &negative_binomial_likelihood(), &normal_likelihood(),
-                                        &exponential_likelihood()};
+                                        &exponential_likelihood(), &binomial_likelihood()};
     for (size_t i = 0; i < l.size(); ++i)
       if (static_cast<size_t>(l[i]->id()) != i) throw std::logic_error("likelihood registry out of enum order");
     return l;

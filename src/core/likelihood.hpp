@@ -15,6 +15,12 @@
 
 namespace vbagg {
 
+// A bag's observation: the response y and, for the binomial model, the number tested.
+struct Observation {
+  double y = 0;
+  double trials = 0;
+};
+
 class BagLikelihood {
  public:
   virtual ~BagLikelihood() = default;
@@ -31,9 +37,16 @@ class BagLikelihood {
   // Counts (Poisson, negative binomial): y_a is a non-negative count of cases.
   virtual bool is_count() const { return false; }
   virtual bool has_delta_method() const { return true; }
+  // Whether the bound expectation (term() under Expectation::bound) exists; without it the
+  // likelihood takes the sampled expectation only.
+  virtual bool has_bound() const { return true; }
+  // Whether each bag carries a number of trials (Dataset::trials): the binomial model.
+  virtual bool needs_trials() const { return false; }
   virtual bool allows_map(const ModelSpec& spec) const = 0;
   // Unit of the intensity maps, for band metadata.
   virtual const char* intensity_unit() const { return "value per unit weight"; }
+  // Unit of population x intensity (the cases map).
+  virtual const char* total_unit() const { return "cases"; }
 
   // Which of T and C the term reads.
   virtual BagNeeds needs(const ModelSpec& spec) const = 0;
@@ -45,12 +58,15 @@ class BagLikelihood {
   virtual void initialise(const Dataset& train, Model& model) const = 0;
 
   // Weights of the bag's aggregate from the pixels' effective weights (the Normal model's mean
-  // aggregation divides them by their sum).
+  // aggregation and the binomial's prevalence divide them by their sum).
   virtual Vector aggregate_weights(const ModelSpec&, const Vector& w) const { return w; }
+  // E[y_a] from the expected aggregate E[eta_a] (the binomial's expected positives: trials x
+  // prevalence).
+  virtual double expected_observation(double expected_aggregate, double /*trials*/) const { return expected_aggregate; }
   // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
   // its pixels (weights w as stored in the data) and its unit effect (count likelihoods).
-  virtual double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
-                                const UnitEffectMoments& unit) const = 0;
+  virtual double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
+                                const Vector& v, const UnitEffectMoments& unit) const = 0;
   // log p(y | eta) of the bag's observation given its aggregate eta = sum_i w_i Psi(f_i) (aggregate
   // weights w), with d/d eta, d/d params and (count likelihoods with a unit effect, which this
   // integrates out) d/d unit_log_sd: the sampled expectation (MODEL.md 4e ii) averages it over
@@ -63,8 +79,8 @@ class BagLikelihood {
   virtual double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
                                  AggregateGradient* g) const = 0;
   // One draw of the observation given eta = sum_i w_i Psi(f_i) of a joint draw of f, with the
-  // aggregate weights w.
-  virtual double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const = 0;
+  // aggregate weights w (and the bag's trials, for the binomial model).
+  virtual double draw(const Model& model, double eta, double trials, const Vector& w, std::mt19937_64& rng) const = 0;
 };
 
 // Every likelihood, in the order of the LikelihoodKind enum.

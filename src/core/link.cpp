@@ -8,10 +8,11 @@ namespace vbagg {
 const LinkFunction& exp_link();
 const LinkFunction& square_link();
 const LinkFunction& identity_link();
+const LinkFunction& logit_link();
 
 const std::vector<const LinkFunction*>& link_registry() {
   static const std::vector<const LinkFunction*> links = [] {
-    std::vector<const LinkFunction*> l{&exp_link(), &square_link(), &identity_link()};
+    std::vector<const LinkFunction*> l{&exp_link(), &square_link(), &identity_link(), &logit_link()};
     for (size_t i = 0; i < l.size(); ++i)
       if (static_cast<size_t>(l[i]->id()) != i) throw std::logic_error("link registry out of enum order");
     return l;

@@ -77,6 +77,9 @@ void ModelSpec::validate() const {
     throw ConfigError("likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) +
                       "' is not supported (" + to_string(likelihood) + " allows: " + allowed + ")");
   }
+  if (expectation == Expectation::bound && !lik.has_bound())
+    throw ConfigError("likelihood '" + to_string(likelihood) +
+                      "' has only the sampled expectation (model.expectation: sample)");
   if (expectation == Expectation::delta && !lik.has_delta_method())
     throw ConfigError("likelihood '" + to_string(likelihood) + "' has no delta-method expectation (use bound)");
   if (expectation == Expectation::sample && (map_estimate || covariance != CovarianceMode::nystrom))

@@ -13,8 +13,8 @@ namespace vbagg {
 // Which bag likelihood and link a model uses. Their behaviour lives in one file each
 // (likelihoods/*.cpp, links/*.cpp), found through the registries of likelihood.hpp and link.hpp;
 // the names parsed and written here come from those registries.
-enum class LikelihoodKind { poisson, negative_binomial, normal, exponential };
-enum class Link { exp, square, identity };
+enum class LikelihoodKind { poisson, negative_binomial, normal, exponential, binomial };
+enum class Link { exp, square, identity, logit };
 // How the expected log likelihood of a count bag is computed (MODEL.md 4a, 4b, 4e): `bound` is
 // the Jensen bound for the exp link (and the Taylor approximation for the square link, which has
 // no bound); `delta` keeps the posterior variance inside the log by the second-order delta method;

@@ -191,7 +191,9 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     model.kernel.cross_into(Xa, Xa, C, aa_cache);
     C.noalias() -= ws.blocks[0].K.view().transpose() * ws.blocks[0].R.view();
   }
-  BagPosterior bag{m, s2, w, data.response[a], T.size() ? &T : nullptr, C.size() ? &C : nullptr};
+  BagPosterior bag(m, s2, w, data.response[a], data.trials_of(a));
+  if (T.size()) bag.T = &T;
+  if (C.size()) bag.C = &C;
   const BlockProducts products(model, post, data, begin, n, block, blocks == 1 || !one_scratch, ws.blocks);
   if (needs == BagNeeds::residual) {
     bag.d = &d;

@@ -105,11 +105,13 @@ Vector field_totals(const Model& model, const Dataset& data, const std::vector<I
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
   Vector totals(static_cast<Index>(bags.size()));
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index n = data.bag_size(bags[k]);
-    totals[static_cast<Index>(k)] =
-        link_of(model.spec.link).expected_total(w.segment(pos, n), m.segment(pos, n), v.segment(pos, n));
+    const Vector aw = lik.aggregate_weights(model.spec, w.segment(pos, n));
+    totals[static_cast<Index>(k)] = lik.expected_observation(
+        link_of(model.spec.link).expected_total(aw, m.segment(pos, n), v.segment(pos, n)), data.trials_of(bags[k]));
     pos += n;
   }
   return totals;
@@ -179,7 +181,8 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index a = bags[k], n = data.bag_size(a);
-    nll += lik.predictive_nll(model, data.response[a], w.segment(pos, n), m.segment(pos, n), v.segment(pos, n), prior);
+    nll += lik.predictive_nll(model, {data.response[a], data.trials_of(a)}, w.segment(pos, n), m.segment(pos, n),
+                              v.segment(pos, n), prior);
     pos += n;
   }
   return nll / static_cast<double>(bags.size());
@@ -192,7 +195,7 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 namespace vbagg {
 
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
-                            unsigned long long seed, const UnitEffectMoments& unit) {
+                            unsigned long long seed, const UnitEffectMoments& unit, double trials) {
   const Posterior post = compute_posterior(model);
   const Index n = X.cols(), M = model.num_q();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
@@ -230,7 +233,7 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   if (unit.var > 0 || unit.mean != 0)
     for (int s = 0; s < samples; ++s) eta[s] *= std::exp(unit.mean + std::sqrt(unit.var) * normal(rng));
   Vector draws(samples);
-  for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], w, rng);
+  for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], trials, w, rng);
   return draws;
 }
 

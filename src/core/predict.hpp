@@ -63,9 +63,9 @@ namespace vbagg {
 // Posterior predictive draws of one bag's observation: joint draws of f over the bag's pixels
 // (f = m + T^T z + sqrt(d) e, the nystrom form of q), lambda = Psi(f), eta = sum_i w_i lambda_i,
 // then y ~ Poisson(eta) (poisson), N(eta, tau sum w^2) (normal, eta a sum or mean per
-// aggregation) or Exponential(mean eta). Inputs as in the model (D x N_a), w = c_i p_i. A count
-// model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
+// aggregation), Exponential(mean eta) or Binomial(trials, eta) (eta the bag's prevalence). Inputs as in the model (D x
+// N_a), w = c_i p_i. A count model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
-                            const UnitEffectMoments& unit = {});
+                            const UnitEffectMoments& unit = {}, double trials = 0);
 
 }  // namespace vbagg

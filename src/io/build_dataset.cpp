@@ -37,7 +37,8 @@ struct Layer {
 std::vector<std::string> implausible_units(const BuiltData& b) {
   constexpr double kFewPixels = 4, kRateRatio = 10;
   const Dataset& d = b.dataset;
-  const Vector P = d.bag_weights();
+  const Vector P = d.exposures();  // people, or the number tested of a survey
+  const char* per = d.trials.size() ? "tested" : "people";
   std::vector<double> rates;
   for (Index a = 0; a < d.num_bags(); ++a)
     if (P[a] > 0) rates.push_back(d.response[a] / P[a]);
@@ -63,8 +64,8 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
       high.push_back({id, ""});
       if (rate / median > worst) {
         worst = rate / median;
-        std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g people", id.c_str(), worst,
-                      d.response[a], P[a]);
+        std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g %s", id.c_str(), worst, d.response[a],
+                      P[a], per);
         worst_text = text;
       }
     }
@@ -234,7 +235,7 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
   d.offsets.assign(1, 0);
   out.cell.resize(static_cast<size_t>(assigned));
   out.num_coordinates = Dx;
-  std::vector<double> response;
+  std::vector<double> response, trials;
   std::vector<std::vector<double>> strip(static_cast<size_t>(Dc));
   std::vector<double> pop_strip;
   MissingCounts missing;
@@ -308,6 +309,7 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
     }
     d.offsets.push_back(pos);
     response.push_back(unit.response);
+    trials.push_back(unit.trials);
     d.bag_ids.push_back(unit.id);
     out.units.push_back(summary);
   }
@@ -316,6 +318,8 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
   d.coverage.conservativeResize(pos);
   out.cell.resize(static_cast<size_t>(pos));
   d.response = Eigen::Map<const Vector>(response.data(), static_cast<Index>(response.size()));
+  if (!config.units.trials_field.empty())
+    d.trials = Eigen::Map<const Vector>(trials.data(), static_cast<Index>(trials.size()));
   return missing;
 }
 

@@ -29,6 +29,7 @@ struct UnitsSpec {
   std::string layer;  // optional when the source has one layer
   std::string id_field;
   std::string response_field;
+  std::string trials_field;  // binomial data: the number tested; empty for counts and values
 };
 
 enum class PixelAssignment { centre, all_touched, fraction };

@@ -98,6 +98,8 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
   OGRFeatureDefn* defn = layer->GetLayerDefn();
   const int id_idx = units_field(defn, spec.id_field, "data.units.id_field", spec.path);
   const int y_idx = units_field(defn, spec.response_field, "data.units.response_field", spec.path);
+  const int n_idx =
+      spec.trials_field.empty() ? -1 : units_field(defn, spec.trials_field, "data.units.trials_field", spec.path);
 
   UnitsRead out;
   std::unique_ptr<OGRCoordinateTransformation> ct;
@@ -135,6 +137,18 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
       u.problems.push_back("non-numeric response ('" + std::string(f->GetFieldAsString(y_idx)) + "')");
     } else if (u.response < 0) {
       u.problems.push_back("negative response (" + std::string(f->GetFieldAsString(y_idx)) + ")");
+    }
+    if (n_idx >= 0) {
+      if (!f->IsFieldSetAndNotNull(n_idx)) {
+        u.problems.push_back("missing trials");
+      } else if (!parse_response(*f, n_idx, u.trials)) {
+        u.problems.push_back("non-numeric trials ('" + std::string(f->GetFieldAsString(n_idx)) + "')");
+      } else if (!(u.trials > 0)) {
+        u.problems.push_back("no one tested (trials " + std::string(f->GetFieldAsString(n_idx)) + ")");
+      } else if (u.response > u.trials) {
+        u.problems.push_back("more positives than trials (" + std::string(f->GetFieldAsString(y_idx)) + " of " +
+                             std::string(f->GetFieldAsString(n_idx)) + ")");
+      }
     }
     const OGRGeometry* g = f->GetGeometryRef();
     if (!g || g->IsEmpty()) {

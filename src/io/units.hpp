@@ -14,6 +14,7 @@ namespace vbagg::io {
 struct Unit {
   std::string id;
   double response = 0;
+  double trials = 0;                  // with UnitsSpec::trials_field
   GeometryPtr geometry;               // polygonal, valid, in the grid's CRS (null when unusable)
   std::vector<std::string> problems;  // reasons the unit cannot be used (UnitIssue's form)
 };
@@ -25,7 +26,8 @@ struct UnitsRead {
 };
 
 // Reads every feature of the configured layer. Problems of individual units (missing or
-// non-numeric response, negative response, duplicate id, missing, non-polygonal or irreparable
+// non-numeric response, negative response, missing or non-numeric trials, trials that are not
+// positive or fewer than the positives, duplicate id, missing, non-polygonal or irreparable
 // geometry) are recorded on the unit; problems of the source (missing fields, several layers and
 // none named, empty layer) throw.
 UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt);

@@ -247,6 +247,55 @@ TEST_F(Apps, UnitsGeoPackageCarriesThePredictions) {
   EXPECT_EQ(names, (std::set<std::string>{"predicted", "observed", "log_residual"}));
 }
 
+// The simulated country's prevalence survey through the same commands: the binomial model from
+// prevalence.yaml, prevalence maps in (0, 1) that track the truth, and positives per unit.
+TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
+  TrainArgs t;
+  t.config_path = path("data/prevalence.yaml");
+  t.out = path("fit_prevalence");
+  t.sets = {"train.epochs=150", "train.holdout.fraction=0.25"};
+  t.threads = 2;
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  EXPECT_EQ(file.model.spec.likelihood, LikelihoodKind::binomial);
+  EXPECT_EQ(file.model.spec.link, Link::logit);
+  EXPECT_EQ(file.model.spec.expectation, Expectation::sample);
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_prevalence");
+  p.exceedance = {0.3};
+  run_predict(p);
+  io::DatasetPtr ds = io::open_raster(p.out + "/intensity_mean.tif");
+  EXPECT_STREQ(ds->GetRasterBand(1)->GetUnitType(), "prevalence (proportion positive)");
+  for (float v : band_values(p.out + "/intensity_q0.975.tif"))
+    if (v != io::kOutputNodata) {
+      ASSERT_TRUE(v > 0 && v < 1) << v;
+    }
+  EXPECT_STREQ(io::open_raster(p.out + "/cases_mean.tif")->GetRasterBand(1)->GetUnitType(), "people infected");
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  e.truth = path("data/truth_prevalence.tif");
+  const Metrics r = run_eval(e).metrics;
+  EXPECT_GT(r.pixel_correlation, 0.8);
+  EXPECT_LT(r.pixel_mse, r.baseline_pixel_mse);
+  EXPECT_LT(r.bag_log_mse, 0.1);  // positives per unit, against n_a x the unit's prevalence
+  const std::string csv = read_text(p.out + "/units.csv");
+  EXPECT_NE(csv.find(",holdout,"), std::string::npos);
+}
+
+// Binomial data need their trials, and only binomial data have them.
+TEST_F(Apps, TrialsAndTheBinomialModelGoTogether) {
+  TrainArgs t;
+  t.config_path = path("data/prevalence.yaml");
+  t.out = path("fit_bad");
+  t.sets = {"model.likelihood=poisson"};
+  EXPECT_THROW(run_train(t), ConfigError);
+  t.config_path = path("data/data.yaml");
+  t.sets = {"model.likelihood=binomial"};
+  EXPECT_THROW(run_train(t), ConfigError);
+}
+
 TEST_F(Apps, BadArgumentsAreConfigErrors) {
   EXPECT_THROW(run_train(TrainArgs{}), ConfigError);
   const std::string model = trained("constant");

@@ -379,7 +379,9 @@ TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
     EXPECT_EQ(fs::exists(maps + "/intensity_q0.025.tif"), posterior);
     io::DatasetPtr ds = io::open_raster(maps + "/intensity_mean.tif");
     EXPECT_STREQ(ds->GetMetadataItem("VBAGG_MODEL_KIND"), kind.c_str());
-    if (!posterior) EXPECT_NE(ds->GetMetadataItem("VBAGG_UNCERTAINTY"), nullptr);
+    if (!posterior) {
+      EXPECT_NE(ds->GetMetadataItem("VBAGG_UNCERTAINTY"), nullptr);
+    }
     r = run(bin("vbagg-eval") + " --model " + fit + "/model.yaml --truth " + d() + "/data/truth_intensity.tif --json " +
             fit + "/metrics.json");
     ASSERT_EQ(r.code, 0) << r.output;

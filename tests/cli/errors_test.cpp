@@ -68,7 +68,7 @@ TEST(Errors, UnknownLinkListsAllowedValues) {
   Project p;
   const std::string cfg = p.config("");
   expect_error(p.train("--config " + cfg + " --set model.link=cube"), 2,
-               {"model.link", "'cube'", "allowed: exp, square, identity"});
+               {"model.link", "'cube'", "allowed: auto, exp, square, identity, logit"});
   expect_error(p.train("--config " + cfg + " --set model.link=identity"), 2,
                {"identity", "negative_binomial allows: exp, square"});
 }

@@ -103,7 +103,8 @@ TEST(Expectation, DeltaMethodIsExactForOnePixel) {
   const Vector m = Vector::Constant(1, 1.3), s2 = Vector::Constant(1, 0.7), w = Vector::Constant(1, 2.5);
   const Matrix C = Matrix::Constant(1, 1, 0.7);
   const double y = 17;
-  const BagPosterior bag{m, s2, w, y, nullptr, &C};
+  BagPosterior bag(m, s2, w, y);
+  bag.C = &C;
   const ModelSpec spec = count_spec(LikelihoodKind::poisson, Expectation::delta, CovarianceMode::exact);
   const double expected = y * (std::log(2.5) + 1.3) - 2.5 * std::exp(1.3 + 0.35) - std::lgamma(y + 1);
   EXPECT_NEAR(bag_term(spec, Vector(), bag, nullptr), expected, 1e-12);

@@ -55,6 +55,19 @@ inline std::vector<SpecCase> all_specs() {
               if (lik->needs(n) == BagNeeds::marginals) continue;
             }
             if (agg == Aggregation::mean && s.likelihood != LikelihoodKind::normal) continue;
+            // A likelihood with the sampled expectation only (binomial): that variant alone.
+            if (!lik->has_bound()) {
+              if (ex != Expectation::bound || cov != CovarianceMode::nystrom) continue;
+              s.expectation = Expectation::sample;
+              s.samples = 3;
+              s.learn_inducing = true;
+              out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample", s});
+              ModelSpec l = s;
+              l.linear_inputs = 2;
+              l.linear_prior_sd = 0.7;
+              out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample_linear", l});
+              continue;
+            }
             const std::string name = std::string(lik->name()) + "_" + to_string(link) + "_" + to_string(ex) + "_" +
                                      to_string(cov) +
                                      (s.likelihood == LikelihoodKind::normal ? "_" + to_string(agg) : "");
@@ -126,7 +139,16 @@ inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index 
     else
       y[a] = unif(rng);
   }
+  Vector trials;
+  if (likelihood_of(lik).needs_trials()) {
+    trials.resize(bags);
+    for (Index a = 0; a < bags; ++a) {
+      trials[a] = std::floor(10 + 20 * unif(rng));
+      y[a] = std::floor(trials[a] * (unif(rng) - 0.5) / 1.5);  // about 0 to 50 % positive
+    }
+  }
   Dataset d = make_dataset(X, p, bag_of, y);
+  d.trials = trials;
   for (Index i = 0; i < N; ++i) d.coverage[i] = i % 7 == 0 ? 0.25 + 0.5 * unif(rng) / 2 : 1.0;
   return d;
 }

@@ -66,7 +66,8 @@ TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
             },
             -12 * sigma - 5, 12 * sigma + std::log(y + 1) + 12, 8000);
       });
-      BagPosterior bag{m, s2, w, y, &T, nullptr};
+      BagPosterior bag(m, s2, w, y);
+      bag.T = &T;
       const Vector d = Vector::Zero(1);  // all of the variance is in T
       const DenseNystrom products(T);
       bag.d = &d;
@@ -197,7 +198,9 @@ TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
       return true;
     };
     fit(model, data, train, {}, fo);
-    if (unit_effect) EXPECT_GE(frozen_evaluations, 10) << "the first stage holds the effect";
+    if (unit_effect) {
+      EXPECT_GE(frozen_evaluations, 10) << "the first stage holds the effect";
+    }
     return model;
   };
   const Model with = fit_with(true), without = fit_with(false);

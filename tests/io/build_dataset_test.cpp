@@ -33,7 +33,7 @@ struct Scene {
     write_quadrants("GPKG", "units.gpkg");
     config.covariates = {{"elev.tif", "", "bilinear"}, {"rain.tif", "", "bilinear"}};
     config.population = {"pop.tif", "population", "sum"};
-    config.units = {"units.gpkg", "", "ID", "cases"};
+    config.units = {"units.gpkg", "", "ID", "cases", ""};
     config.pixel_assignment = io::PixelAssignment::centre;
   }
   void write_quadrants(const std::string& driver, const std::string& name) {
@@ -451,7 +451,7 @@ TEST(BuildDataset, EndToEndRealisticSet) {
   io::DataConfig config;
   config.covariates = covs;
   config.population = {"pop.tif", "population", "sum"};
-  config.units = {"admin.shp", "", "ID", "cases"};
+  config.units = {"admin.shp", "", "ID", "cases", ""};
   config.grid = "cov0";
   config.pixel_assignment = io::PixelAssignment::centre;
   const io::BuiltData b = io::build_dataset(config, dir.path.string());
@@ -508,6 +508,40 @@ TEST(BuildDataset, RefinedGridKeepsThePopulation) {
   EXPECT_NEAR(weighted_population(fine.dataset), weighted_population(coarse.dataset), 1e-9 * s.pop_total());
   for (Index a = 0; a < 4; ++a)
     EXPECT_NEAR(fine.dataset.bag_weights()[a], coarse.dataset.bag_weights()[a], 1e-9 * s.pop_total());
+}
+
+// Binomial data: the number tested per unit becomes the dataset's trials, and impossible surveys
+// are named (no one tested, more positives than tested, trials missing).
+TEST(BuildDataset, TrialsOfASurvey) {
+  Scene s;
+  test::write_units(s.dir / "survey.gpkg", "GPKG", 4326,
+                    {{std::string("A"), 10.0, test::box(0, 5, 5, 10), 40.0},
+                     {std::string("B"), 0.0, test::box(5, 5, 10, 10), 25.0},
+                     {std::string("C"), 30.0, test::box(0, 0, 5, 5), 30.0},
+                     {std::string("D"), 4.0, test::box(5, 0, 10, 5), 12.0}});
+  s.config.units = {"survey.gpkg", "", "ID", "cases", "tested"};
+  const io::BuiltData b = s.build();
+  EXPECT_EQ(b.dataset.trials, (Vector(4) << 40, 25, 30, 12).finished());
+  EXPECT_EQ(b.dataset.response, (Vector(4) << 10, 0, 30, 4).finished());
+
+  test::write_units(s.dir / "bad.gpkg", "GPKG", 4326,
+                    {{std::string("A"), 10.0, test::box(0, 5, 5, 10), 40.0},
+                     {std::string("none"), 0.0, test::box(5, 5, 10, 10), 0.0},
+                     {std::string("over"), 31.0, test::box(0, 0, 5, 5), 30.0},
+                     {std::string("blank"), 4.0, test::box(5, 0, 10, 5), std::monostate{}}});
+  s.config.units.path = "bad.gpkg";
+  try {
+    s.build();
+    FAIL() << "no error";
+  } catch (const io::UnusableUnits& e) {
+    const std::string m = e.what();
+    for (const char* p : {"unit 'none': no one tested (trials 0)", "unit 'over': more positives than trials (31 of 30)",
+                          "unit 'blank': missing trials"})
+      EXPECT_NE(m.find(p), std::string::npos) << p << " in\n" << m;
+  }
+  // Without a trials field, the field is not read and the dataset has no trials.
+  s.config.units = {"survey.gpkg", "", "ID", "cases", ""};
+  EXPECT_EQ(s.build().dataset.trials.size(), 0);
 }
 
 }  // namespace

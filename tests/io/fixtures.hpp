@@ -87,10 +87,12 @@ struct Feature {
   Value id;
   Value response;
   std::string wkt;  // empty: no geometry
+  Value trials{};   // written as field "tested" when any feature sets it
 };
 
 // Writes a polygon layer named "units" with fields ID (text or integer) and cases (text, real or
-// integer), through the given OGR driver ("GPKG", "ESRI Shapefile", "GeoJSON").
+// integer), and tested when a feature has trials, through the given OGR driver ("GPKG", "ESRI
+// Shapefile", "GeoJSON").
 inline void write_units(const std::string& path, const std::string& driver, int epsg,
                         const std::vector<Feature>& features, OGRFieldType id_type = OFTString,
                         OGRFieldType response_type = OFTReal) {
@@ -103,9 +105,12 @@ inline void write_units(const std::string& path, const std::string& driver, int 
     srs.SetAxisMappingStrategy(OAMS_TRADITIONAL_GIS_ORDER);
   }
   OGRLayer* layer = ds->CreateLayer("units", epsg ? &srs : nullptr, wkbUnknown, nullptr);
-  OGRFieldDefn id("ID", id_type), cases("cases", response_type);
+  OGRFieldDefn id("ID", id_type), cases("cases", response_type), tested("tested", response_type);
   layer->CreateField(&id);
   layer->CreateField(&cases);
+  bool trials = false;
+  for (const auto& f : features) trials |= !std::holds_alternative<std::monostate>(f.trials);
+  if (trials) layer->CreateField(&tested);
   for (const auto& f : features) {
     OGRFeature feat(layer->GetLayerDefn());
     auto set = [&](int i, const Value& v) {
@@ -116,6 +121,7 @@ inline void write_units(const std::string& path, const std::string& driver, int 
     };
     set(0, f.id);
     set(1, f.response);
+    if (trials) set(2, f.trials);
     if (!f.wkt.empty()) {
       OGRGeometry* g = nullptr;
       OGRGeometryFactory::createFromWkt(f.wkt.c_str(), epsg ? &srs : nullptr, &g);

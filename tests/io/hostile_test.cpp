@@ -28,7 +28,7 @@ struct Files {
         {{std::string("west"), 5.0, test::box(0, 0, 5, 10)}, {std::string("east"), 7.0, test::box(5, 0, 10, 10)}});
     config.covariates = {{"a.tif", "", "bilinear"}};
     config.population = {"pop.tif", "population", "sum"};
-    config.units = {"u.gpkg", "", "ID", "cases"};
+    config.units = {"u.gpkg", "", "ID", "cases", ""};
   }
   io::BuiltData build() { return io::build_dataset(config, dir.path.string()); }
   // The message of the error build() throws (fails the test when it does not throw).

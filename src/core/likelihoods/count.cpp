@@ -71,15 +71,16 @@ void CountLikelihood::initialise(const Dataset& train, Model& model) const {
   model.likelihood_params = initial_params(train, rate);
 }
 
-double CountLikelihood::predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
-                                       const UnitEffectMoments& unit) const {
+double CountLikelihood::predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
+                                       const Vector& v, const UnitEffectMoments& unit) const {
+  const double y = obs.y;
   const double total = link_of(model.spec.link).expected_total(w, m, v);
   if (!(unit.var > 0)) return count_nll(y, std::exp(unit.mean) * total, model.likelihood_params);
   // A unit effect makes the count a mixture over u, much wider than the count model alone.
   return -unit_effect_log_pmf(*this, y, total, model.likelihood_params, unit);
 }
 
-double CountLikelihood::draw(const Model& model, double eta, const Vector&, std::mt19937_64& rng) const {
+double CountLikelihood::draw(const Model& model, double eta, double, const Vector&, std::mt19937_64& rng) const {
   return count_draw(eta, model.likelihood_params, rng);
 }
 

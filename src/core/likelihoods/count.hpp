@@ -21,9 +21,9 @@ class CountLikelihood : public BagLikelihood {
   BagNeeds needs(const ModelSpec& spec) const override { return link_of(spec.link).count_needs(spec); }
   double term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) const override;
   void initialise(const Dataset& train, Model& model) const override;
-  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+  double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m, const Vector& v,
                         const UnitEffectMoments& unit) const override;
-  double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const override;
+  double draw(const Model& model, double eta, double trials, const Vector& w, std::mt19937_64& rng) const override;
   double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
                          AggregateGradient* g) const override;
 

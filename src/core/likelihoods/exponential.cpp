@@ -48,13 +48,13 @@ class Exponential final : public BagLikelihood {
     model.likelihood_params.resize(0);
   }
 
-  double predictive_nll(const Model& model, double y, const Vector& w, const Vector& m, const Vector& v,
+  double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m, const Vector& v,
                         const UnitEffectMoments&) const override {
     const double eta = link_of(model.spec.link).expected_total(w, m, v);
-    return std::log(eta) + y / eta;
+    return std::log(eta) + obs.y / eta;
   }
 
-  double draw(const Model&, double eta, const Vector&, std::mt19937_64& rng) const override {
+  double draw(const Model&, double eta, double, const Vector&, std::mt19937_64& rng) const override {
     return std::exponential_distribution<double>(1.0 / eta)(rng);
   }
 };

@@ -74,16 +74,16 @@ class Normal final : public BagLikelihood {
 
   // The bag value's predictive is Normal with the marginal variances (the joint covariance is
   // dropped, as the paper does).
-  double predictive_nll(const Model& model, double y, const Vector& w_in, const Vector& m, const Vector& v,
-                        const UnitEffectMoments&) const override {
+  double predictive_nll(const Model& model, const Observation& obs, const Vector& w_in, const Vector& m,
+                        const Vector& v, const UnitEffectMoments&) const override {
     const Vector w = aggregate_weights(model.spec, w_in);
     const double mu = w.dot(m);
     const double var = std::exp(model.likelihood_params[0]) * w.squaredNorm() + w.array().square().matrix().dot(v);
-    const double e = y - mu;
+    const double e = obs.y - mu;
     return 0.5 * (std::log(2 * M_PI * var) + e * e / var);
   }
 
-  double draw(const Model& model, double eta, const Vector& w, std::mt19937_64& rng) const override {
+  double draw(const Model& model, double eta, double, const Vector& w, std::mt19937_64& rng) const override {
     const double sd = std::sqrt(std::exp(model.likelihood_params[0]) * w.squaredNorm());
     return eta + sd * std::normal_distribution<double>()(rng);
   }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Prevalence surveys (the binomial model) of synthetic countries with the defaults: accuracy and
+# calibration of the prevalence map against the truth, and coverage of held-out units' positives,
+# on a 20 % holdout and pooled over a 5-fold blocked cross-validation.
+#   bench/experiments/prevalence.sh [--seeds "1 2 3"] [--set KEY=VALUE ...]
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=build/apps
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+seeds="1 2 3" sets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seeds) seeds=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+. bench/experiments/json_fields.sh
+pixel() { grep -o "\"pixel\": {[^}]*" "$1" | grep -o "\"$2\": [^,]*" | head -1 | sed 's/.*: //'; }
+baseline() { grep -o "\"baseline_constant\": {[^}]*" "$1" | grep -o "\"$2\": [^,}]*" | sed 's/.*: //'; }
+echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"
+echo "|---|---|---|---|---|---|---|---|"
+for seed in $seeds; do
+  d="$work/$seed"
+  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" -q
+  start=$(date +%s.%N)
+  "$bin/vbagg-train" --config "$d/data/prevalence.yaml" --out "$d/fit" -q --threads 2 "${sets[@]}" 2>/dev/null
+  seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  "$bin/vbagg-eval" --model "$d/fit/model.yaml" --split holdout --truth "$d/data/truth_prevalence.tif" \
+    --json "$d/holdout.json" -q >/dev/null
+  "$bin/vbagg-eval" --model "$d/fit/model.yaml" --cv 5 --truth "$d/data/truth_prevalence.tif" --json "$d/cv.json" \
+    -q >/dev/null
+  h="$d/holdout.json" c="$d/cv.json"
+  printf "| %s | %.1f | %.3f | %.4f (%.4f) | %.2f | %s / %s / %s | %s / %s / %s | %s |\n" "$seed" "$seconds" \
+    "$(pixel "$h" correlation)" "$(pixel "$h" mse)" "$(baseline "$h" pixel_mse)" \
+    "$(list "$h" coverage | tail -1 | nth 6)" \
+    "$(list "$h" count_coverage | nth 1)" "$(list "$h" count_coverage | nth 4)" "$(list "$h" count_coverage | nth 6)" \
+    "$(list "$c" count_coverage | nth 1)" "$(list "$c" count_coverage | nth 4)" "$(list "$c" count_coverage | nth 6)" \
+    "$(list "$c" pixel_coverage | nth 6)"
+done

@@ -1,0 +1,97 @@
+// y_a ~ Binomial(n_a, pi_a): y_a positives among n_a tested (a survey cluster or a unit), with the
+// bag's prevalence the population-weighted mean pi_a = sum_i w_i sigma(f_i) / sum_i w_i (the
+// logit link). There is no closed-form or bounded expectation of log pi_a and log(1 - pi_a)
+// worth having, so the term is the sampled expectation (MODEL.md 4e ii) only: it needs log p(y |
+// pi) and its derivative, which this file supplies.
+#include <algorithm>
+#include <cmath>
+
+#include "core/likelihood.hpp"
+#include "core/link.hpp"
+
+namespace vbagg {
+
+namespace {
+
+// log C(n, y).
+double log_choose(double n, double y) { return std::lgamma(n + 1) - std::lgamma(y + 1) - std::lgamma(n - y + 1); }
+
+class Binomial final : public BagLikelihood {
+ public:
+  LikelihoodKind id() const override { return LikelihoodKind::binomial; }
+  const char* name() const override { return "binomial"; }
+  std::vector<Link> links() const override { return {Link::logit}; }
+  bool has_bound() const override { return false; }
+  bool has_delta_method() const override { return false; }
+  bool needs_trials() const override { return true; }
+  bool allows_map(const ModelSpec&) const override { return false; }
+  const char* intensity_unit() const override { return "prevalence (proportion positive)"; }
+  const char* total_unit() const override { return "people infected"; }
+  // The sampled expectation reads T through products and the residual.
+  BagNeeds needs(const ModelSpec&) const override { return BagNeeds::residual; }
+  Vector aggregate_weights(const ModelSpec&, const Vector& w) const override { return w / w.sum(); }
+  double expected_observation(double prevalence, double trials) const override { return trials * prevalence; }
+
+  double term(const ModelSpec&, const Vector&, const BagPosterior&, BagGradient*) const override {
+    throw ConfigError("the binomial likelihood has only the sampled expectation (model.expectation: sample)");
+  }
+
+  // log C(n, y) + y log pi + (n - y) log(1 - pi), with pi kept inside (0, 1) by its floor.
+  double aggregate_log_p(const Vector&, const BagPosterior& b, const Vector&, double pi,
+                         AggregateGradient* g) const override {
+    const double p = std::clamp(pi, kFloor, 1 - kFloor), n = b.trials, y = b.y;
+    if (g) g->d_eta = pi == p ? y / p - (n - y) / (1 - p) : 0.0;
+    return log_choose(n, y) + y * std::log(p) + (n - y) * std::log1p(-p);
+  }
+
+  // The prior mean: the logit of the training bags' pooled prevalence.
+  void initialise(const Dataset& train, Model& model) const override {
+    const double positives = train.response.sum(), tested = train.trials.sum();
+    if (!(tested > 0)) throw DataError("the training units have no one tested: the binomial model cannot start");
+    const double p = std::clamp((positives + 0.5) / (tested + 1), 1e-4, 1 - 1e-4);
+    model.mean = std::log(p / (1 - p));
+    model.likelihood_params.resize(0);
+  }
+
+  // The bag's prevalence is taken as Beta with the mean and variance of pi_a under the latent
+  // marginals (pixels independent, as the Normal model's predictive does), which makes the count
+  // beta-binomial; with no latent variance it is the binomial.
+  double predictive_nll(const Model& model, const Observation& obs, const Vector& w_in, const Vector& m,
+                        const Vector& v, const UnitEffectMoments&) const override {
+    const LinkFunction& link = link_of(model.spec.link);
+    const Vector w = w_in / w_in.sum();
+    double mean = 0, var = 0;
+    for (Index i = 0; i < w.size(); ++i) {
+      mean += w[i] * link.mean(m[i], v[i]);
+      var += w[i] * w[i] * link.variance(m[i], v[i]);
+    }
+    mean = std::clamp(mean, kFloor, 1 - kFloor);
+    const double n = obs.trials, y = obs.y;
+    const double concentration = mean * (1 - mean) / std::max(var, 1e-300) - 1;
+    if (!(concentration > 0) || concentration > 1e12)
+      return -(log_choose(n, y) + y * std::log(mean) + (n - y) * std::log1p(-mean));
+    const double a = mean * concentration, b = (1 - mean) * concentration;
+    // log BetaBinomial(y | n, a, b) = log C(n, y) + log B(y + a, n - y + b) - log B(a, b).
+    auto log_beta = [](double x, double z) { return std::lgamma(x) + std::lgamma(z) - std::lgamma(x + z); };
+    return -(log_choose(n, y) + log_beta(y + a, n - y + b) - log_beta(a, b));
+  }
+
+  double draw(const Model&, double pi, double trials, const Vector&, std::mt19937_64& rng) const override {
+    const double p = std::clamp(pi, 0.0, 1.0);
+    return static_cast<double>(std::binomial_distribution<long long>(static_cast<long long>(trials), p)(rng));
+  }
+
+ private:
+  // A prevalence of exactly 0 or 1 (sigma saturating in double precision) would make log p
+  // infinite for any survey that disagrees with it.
+  static constexpr double kFloor = 1e-12;
+};
+
+}  // namespace
+
+const BagLikelihood& binomial_likelihood() {
+  static const Binomial b;
+  return b;
+}
+
+}  // namespace vbagg
