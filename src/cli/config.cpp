@@ -358,8 +358,8 @@ io::DataConfig Config::data_config() const {
     d.covariates.push_back(l);
   }
   d.population = {path("data.population.path"), "population", text("data.population.resampling")};
-  d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"),
-             text("data.units.response_field"), text("data.units.trials_field")};
+  d.units = {path("data.units.path"),           text("data.units.layer"),        text("data.units.id_field"),
+             text("data.units.response_field"), text("data.units.trials_field"), real("data.units.point_buffer")};
   const std::string grid = text("data.grid");
   d.grid = grid;
   if (grid != "population") {

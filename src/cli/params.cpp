@@ -77,6 +77,15 @@ std::vector<Param> make_params() {
        kInf,
        "Binomial data: the field holding the number tested in each unit or survey cluster (the response field "
        "then holds the positives). Needs model.likelihood binomial, which needs it."},
+      {"data.units.point_buffer",
+       T::real,
+       "-1",
+       {},
+       -1,
+       1e12,
+       "Survey points as units (clusters of a prevalence survey): 0 makes a point's bag the grid pixel it falls "
+       "in; a positive radius, in the grid CRS's units (degrees for a geographic grid), a disc around it. "
+       "Negative: point features are refused."},
       {"data.grid",
        T::text,
        "population",

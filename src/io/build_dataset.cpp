@@ -411,7 +411,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
 
   const Covariates covs = open_covariates(src.covariates, out);
   const std::unique_ptr<AlignedLayer> population = open_population(src.population, out);
-  UnitsRead units = read_units(src.units, out.grid.crs_wkt);
+  UnitsRead units = read_units(src.units, out.grid);
   out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
   for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
   check_memory(units, out, covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));

@@ -30,6 +30,9 @@ struct UnitsSpec {
   std::string id_field;
   std::string response_field;
   std::string trials_field;  // binomial data: the number tested; empty for counts and values
+  // Survey points as units: below 0 points are refused; 0 makes a point's bag the grid pixel it
+  // falls in; above 0 a disc of this radius around it (in the grid CRS's units).
+  double point_buffer = -1;
 };
 
 enum class PixelAssignment { centre, all_touched, fraction };

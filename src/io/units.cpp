@@ -92,7 +92,32 @@ std::string invalid_reason(const OGRGeometry& g) {
 
 }  // namespace
 
-UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
+namespace {
+
+// A survey point's bag in the grid's CRS: the pixel it falls in (radius 0) or a disc of the radius.
+// Null when the point lies outside the grid.
+GeometryPtr point_bag(const OGRPoint& p, const Grid& grid, double radius) {
+  if (radius > 0) return GeometryPtr(p.Buffer(radius, 16));
+  const double col = std::floor((p.getX() - grid.transform[0]) / grid.transform[1]);
+  const double row = std::floor((p.getY() - grid.transform[3]) / grid.transform[5]);
+  if (col < 0 || row < 0 || col >= grid.width || row >= grid.height) return nullptr;
+  const double x0 = grid.transform[0] + col * grid.transform[1], y0 = grid.transform[3] + row * grid.transform[5];
+  const double x1 = x0 + grid.transform[1], y1 = y0 + grid.transform[5];
+  OGRLinearRing ring;
+  ring.addPoint(x0, y0);
+  ring.addPoint(x1, y0);
+  ring.addPoint(x1, y1);
+  ring.addPoint(x0, y1);
+  ring.closeRings();
+  auto poly = std::make_unique<OGRPolygon>();
+  poly->addRing(&ring);
+  return GeometryPtr(poly.release());
+}
+
+}  // namespace
+
+UnitsRead read_units(const UnitsSpec& spec, const Grid& grid) {
+  const std::string& grid_crs_wkt = grid.crs_wkt;
   DatasetPtr ds = open_vector(spec.path);
   OGRLayer* layer = units_layer(*ds, spec);
   OGRFeatureDefn* defn = layer->GetLayerDefn();
@@ -153,9 +178,19 @@ UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt) {
     const OGRGeometry* g = f->GetGeometryRef();
     if (!g || g->IsEmpty()) {
       u.problems.push_back("no geometry");
+    } else if (wkbFlatten(g->getGeometryType()) == wkbPoint && spec.point_buffer >= 0) {
+      GeometryPtr point(g->clone());
+      if (ct && point->transform(ct.get()) != OGRERR_NONE) {
+        u.problems.push_back("geometry cannot be reprojected to the grid's CRS");
+      } else {
+        u.geometry = point_bag(*point->toPoint(), grid, spec.point_buffer);
+        if (!u.geometry) u.problems.push_back("point outside the grid");
+      }
     } else if (const auto t = wkbFlatten(g->getGeometryType()); t != wkbPolygon && t != wkbMultiPolygon) {
       u.problems.push_back(std::string("geometry is a ") + OGRGeometryTypeToName(g->getGeometryType()) +
-                           ", not a polygon");
+                           (wkbFlatten(g->getGeometryType()) == wkbPoint
+                                ? ", not a polygon; survey points need data.units.point_buffer"
+                                : ", not a polygon"));
     } else {
       GeometryPtr geom(g->clone());
       if (!geom->IsValid()) {

@@ -7,6 +7,7 @@
 
 #include "data_config.hpp"
 #include "gdal_handles.hpp"
+#include "grid.hpp"
 #include "unit_issues.hpp"
 
 namespace vbagg::io {
@@ -30,7 +31,9 @@ struct UnitsRead {
 // positive or fewer than the positives, duplicate id, missing, non-polygonal or irreparable
 // geometry) are recorded on the unit; problems of the source (missing fields, several layers and
 // none named, empty layer) throw.
-UnitsRead read_units(const UnitsSpec& spec, const std::string& grid_crs_wkt);
+// With spec.point_buffer >= 0, point features are units too: the grid pixel a point falls in, or
+// a disc around it (polygons in the grid's CRS).
+UnitsRead read_units(const UnitsSpec& spec, const Grid& grid);
 
 // The configured layer of an open units source (data.units.layer, or its only layer); throws
 // ConfigError listing the layers when that is ambiguous or missing.

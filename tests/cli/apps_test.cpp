@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "cli/predictor.hpp"
 #include "cli/simulate.hpp"
 #include "cli/train.hpp"
+#include "core/metrics.hpp"
 #include "io/gdal_handles.hpp"
 #include "io/model_file.hpp"
 #include "io/raster_writer.hpp"
@@ -282,6 +284,58 @@ TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
   EXPECT_LT(r.bag_log_mse, 0.1);  // positives per unit, against n_a x the unit's prevalence
   const std::string csv = read_text(p.out + "/units.csv");
   EXPECT_NE(csv.find(",holdout,"), std::string::npos);
+}
+
+// A survey at points (clusters), each the bag of the pixel it falls in: 60 clusters of 200 tested
+// on the simulated country's true prevalence; the fitted map follows the truth.
+TEST_F(Apps, SurveyClustersAtPoints) {
+  const std::vector<float> truth = band_values(path("data/truth_prevalence.tif"));
+  io::DatasetPtr grid = io::open_raster(path("data/truth_prevalence.tif"));
+  double gt[6];
+  grid->GetGeoTransform(gt);
+  const int w = grid->GetRasterXSize(), h = grid->GetRasterYSize();
+  std::mt19937_64 rng(4);
+  std::vector<test::Feature> clusters;
+  while (clusters.size() < 60) {
+    const int col = static_cast<int>(rng() % static_cast<unsigned>(w)),
+              row = static_cast<int>(rng() % static_cast<unsigned>(h));
+    const float p = truth[static_cast<size_t>(row) * static_cast<size_t>(w) + static_cast<size_t>(col)];
+    if (!(p > 0 && p < 1)) continue;  // the lake
+    const double x = gt[0] + (col + 0.5) * gt[1], y = gt[3] + (row + 0.5) * gt[5];
+    const double positives = static_cast<double>(std::binomial_distribution<int>(200, p)(rng));
+    clusters.push_back({"c" + std::to_string(clusters.size()), positives,
+                        "POINT(" + std::to_string(x) + " " + std::to_string(y) + ")", 200.0});
+  }
+  test::write_units(path("data/clusters.gpkg"), "GPKG", 4326, clusters);
+  TrainArgs t;
+  t.config_path = path("data/prevalence.yaml");
+  t.out = path("fit_clusters");
+  t.sets = {"data.units.path=clusters.gpkg", "data.units.response_field=cases", "data.units.point_buffer=0",
+            "train.holdout.fraction=0"};
+  t.threads = 2;
+  run_train(t);
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  e.truth = path("data/truth_prevalence.tif");
+  const Metrics r = run_eval(e).metrics;
+  EXPECT_EQ(r.pixels, 60);  // one pixel per cluster
+  EXPECT_GT(r.pixel_correlation, 0.9);
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_clusters");
+  run_predict(p);
+  // The map over the whole country, against the truth.
+  const auto mean = band_values(p.out + "/intensity_mean.tif");
+  std::vector<double> a, b;
+  for (size_t i = 0; i < mean.size(); ++i)
+    if (mean[i] != io::kOutputNodata && truth[i] > 0) {
+      a.push_back(mean[i]);
+      b.push_back(truth[i]);
+    }
+  EXPECT_GT(correlation(Eigen::Map<Vector>(a.data(), static_cast<Index>(a.size())),
+                        Eigen::Map<Vector>(b.data(), static_cast<Index>(b.size()))),
+            0.8);
 }
 
 // Binomial data need their trials, and only binomial data have them.

@@ -99,7 +99,8 @@ TEST(Errors, ManyBadUnitsAreOneLineAndAFile) {
   const std::string out = p.d + "/o";
   expect_error(p.train("--config " + cfg + " --out " + out), 1,
                {"1000 of 1000 units",
-                "1000 units: geometry is a Point, not a polygon: 'p0', 'p1', 'p2', 'p3', 'p4' and 995 more",
+                "1000 units: geometry is a Point, not a polygon; survey points need data.units.point_buffer: 'p0', "
+                "'p1', 'p2', 'p3', 'p4' and 995 more",
                 out + "/unusable_units.csv"});
   std::ifstream list(out + "/unusable_units.csv");
   std::string line;

@@ -544,5 +544,44 @@ TEST(BuildDataset, TrialsOfASurvey) {
   EXPECT_EQ(s.build().dataset.trials.size(), 0);
 }
 
+// Survey points: with point_buffer 0 a point's bag is the one pixel it falls in (whatever the
+// assignment); with a radius, a disc of that area; a point off the grid is named.
+TEST(BuildDataset, SurveyPointsAsBags) {
+  Scene s;
+  test::write_units(s.dir / "points.gpkg", "GPKG", 4326,
+                    {{std::string("p1"), 3.0, "POINT(2.5 7.5)", 20.0},
+                     {std::string("p2"), 5.0, "POINT(7.2 1.1)", 30.0},
+                     {std::string("far"), 1.0, "POINT(50 50)", 10.0}});
+  s.config.units = {"points.gpkg", "", "ID", "cases", "tested", 0.0};
+  s.config.on_bad_unit = io::BadUnitPolicy::drop;
+  for (auto assignment : {io::PixelAssignment::centre, io::PixelAssignment::fraction}) {
+    s.config.pixel_assignment = assignment;
+    const io::BuiltData b = s.build();
+    ASSERT_EQ(b.dataset.bag_ids, (std::vector<std::string>{"p1", "p2"}));
+    EXPECT_EQ(b.dataset.bag_size(0), 1);
+    EXPECT_EQ(b.dataset.bag_size(1), 1);
+    EXPECT_EQ(b.cell[0], 2 * 10 + 2);  // column 2, row 2 (y = 7.5 is the third row from the top)
+    EXPECT_EQ(b.cell[1], 8 * 10 + 7);
+    EXPECT_DOUBLE_EQ(b.dataset.coverage[0], 1.0);
+    ASSERT_EQ(b.dropped.size(), 1u);
+    EXPECT_EQ(b.dropped[0].id, "far");
+    EXPECT_EQ(b.dropped[0].problem, "point outside the grid");
+  }
+  // A disc of radius 1.2 pixels: its area in pixels is pi r^2.
+  s.config.units.point_buffer = 1.2;
+  s.config.pixel_assignment = io::PixelAssignment::fraction;
+  const io::BuiltData disc = s.build();
+  EXPECT_NEAR(disc.dataset.coverage.segment(0, disc.dataset.bag_size(0)).sum(), M_PI * 1.2 * 1.2, 0.01);
+  // Without point_buffer points are refused, with the setting named.
+  s.config.units.point_buffer = -1;
+  s.config.on_bad_unit = io::BadUnitPolicy::stop;
+  try {
+    s.build();
+    FAIL() << "no error";
+  } catch (const io::UnusableUnits& e) {
+    EXPECT_NE(std::string(e.what()).find("survey points need data.units.point_buffer"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace vbagg

@@ -170,7 +170,8 @@ TEST(Hostile, ManyUnitsWithOneProblemAreOneLine) {
   } catch (const io::UnusableUnits& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("41 of 41 units in"), std::string::npos) << m;
-    EXPECT_NE(m.find("\n  40 units: geometry is a Point, not a polygon: '0', '1', '2', '3', '4' and 35 more"),
+    EXPECT_NE(m.find("\n  40 units: geometry is a Point, not a polygon; survey points need data.units.point_buffer: "
+                     "'0', '1', '2', '3', '4' and 35 more"),
               std::string::npos)
         << m;
     EXPECT_NE(m.find("\n  unit 'neg': negative response (-3)"), std::string::npos) << m;
