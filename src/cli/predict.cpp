@@ -18,6 +18,7 @@
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/coordinates.hpp"
+#include "io/csv.hpp"
 #include "io/map_style.hpp"
 #include "io/raster_writer.hpp"
 #include "io/units_output.hpp"
@@ -288,20 +289,13 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
   return rows;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"") == std::string::npos) return s;
-  std::string e;
-  for (char c : s) e += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return "\"" + e + "\"";
-}
-
 void write_units_csv(const std::string& path, const std::vector<UnitRow>& rows, const std::string& lower,
                      const std::string& upper) {
   std::ostringstream s;
   s.precision(10);
   s << "unit,split,observed,predicted," << lower << "," << upper << ",population,pixels\n";
   for (const UnitRow& r : rows)
-    s << csv_field(r.id) << "," << r.result.split << "," << r.result.observed << "," << r.result.predicted << ","
+    s << io::csv_field(r.id) << "," << r.result.split << "," << r.result.observed << "," << r.result.predicted << ","
       << r.result.lower << "," << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
   io::write_text_atomic(path, s.str());
 }
@@ -332,9 +326,8 @@ std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
 }
 
 // units.csv (for scripts) and units.gpkg (the input polygons with the same columns and styles).
-void write_unit_outputs(const LoadedModel& m, const std::string& dir, const std::vector<double>& levels, int samples,
-                        int threads, bool styles) {
-  const io::BuiltData built = model_dataset(m, dir);
+void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const std::string& dir,
+                        const std::vector<double>& levels, int samples, int threads, bool styles) {
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
   const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads);
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
@@ -385,7 +378,8 @@ void run_predict(const PredictArgs& args) {
   PixelSources src = open_sources(m, data);
   const io::Grid& grid = src.grid;
   std::vector<MapOutput> outs = open_maps(maps, m, args.out, grid, format, rate_per);
-  // The constant model's rate belongs to the unit holding each pixel.
+  // The constant model's rate belongs to the unit holding each pixel. The units' dataset is built
+  // here for it, and otherwise only after the maps, so a GP's strips do not hold it in memory.
   io::BuiltData units;
   std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
   if (m.predictor->needs_pixel_units() && !data.units.path.empty()) {
@@ -440,7 +434,8 @@ void run_predict(const PredictArgs& args) {
   spdlog::info("predicted {} pixels of {} x {}; wrote {} maps{} to {}", predicted, grid.width, grid.height, outs.size(),
                styles ? " with their QGIS styles" : "", args.out);
   if (!data.units.path.empty()) {
-    write_unit_outputs(m, args.out, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
+    if (!m.predictor->needs_pixel_units()) units = model_dataset(m, args.out);
+    write_unit_outputs(m, units, args.out, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
                        settings.predict.samples, threads, styles);
     spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
   }

@@ -45,7 +45,7 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-  std::vector<UnitIssue> small, high;
+  std::vector<std::string> small, high;
   double smallest = 1e300, worst = 0;
   std::string smallest_id, worst_text;
   for (Index a = 0; a < d.num_bags(); ++a) {
@@ -53,7 +53,7 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
     const double pixels = d.coverage.segment(d.bag_begin(a), d.bag_size(a)).sum();
     char text[160];
     if (pixels < kFewPixels) {
-      small.push_back({id, ""});
+      small.push_back(id);
       if (pixels < smallest) {
         smallest = pixels;
         smallest_id = id;
@@ -61,7 +61,7 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
     }
     const double rate = P[a] > 0 ? d.response[a] / P[a] : 0;
     if (median > 0 && rate > kRateRatio * median) {
-      high.push_back({id, ""});
+      high.push_back(id);
       if (rate / median > worst) {
         worst = rate / median;
         std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g %s", id.c_str(), worst, d.response[a],
@@ -70,23 +70,18 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
       }
     }
   }
-  auto ids = [](const std::vector<UnitIssue>& u) {
-    std::string s;
-    for (size_t k = 0; k < u.size() && k < 5; ++k) s += (k ? ", '" : "'") + u[k].id + "'";
-    return u.size() > 5 ? s + " and " + std::to_string(u.size() - 5) + " more" : s;
-  };
   std::vector<std::string> w;
   if (!small.empty()) {
     char text[96];
     std::snprintf(text, sizeof text, "smallest '%s', %.2g pixels", smallest_id.c_str(), smallest);
     w.push_back(std::to_string(small.size()) + " units cover fewer than 4 pixels of the grid (" + text +
-                "): " + ids(small) +
+                "): " + listed_ids(small) +
                 ". Their population is a share of pixels they barely touch; consider a finer population raster as "
                 "data.grid, data.grid_refine, or data.pixel_assignment (docs/input-pipeline.md)");
   }
   if (!high.empty())
     w.push_back(std::to_string(high.size()) + " units observe a rate over 10 times the median unit's (worst " +
-                worst_text + "): " + ids(high) +
+                worst_text + "): " + listed_ids(high) +
                 ". Check their counts and population; a small urban unit's population is often diluted by coarse "
                 "pixels (docs/input-pipeline.md)");
   return w;

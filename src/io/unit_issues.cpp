@@ -2,20 +2,22 @@
 
 #include <map>
 
+#include "csv.hpp"
+
 namespace vbagg::io {
 
 namespace {
 
 std::string reason_of(const std::string& problem) { return problem.substr(0, problem.find(" (")); }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string e = "\"";
-  for (char c : s) e += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return e + "\"";
-}
-
 }  // namespace
+
+std::string listed_ids(const std::vector<std::string>& ids, size_t shown) {
+  std::string s;
+  for (size_t k = 0; k < ids.size() && k < shown; ++k) s += (k ? ", '" : "'") + ids[k] + "'";
+  if (ids.size() > shown) s += " and " + std::to_string(ids.size() - shown) + " more";
+  return s;
+}
 
 std::vector<std::string> grouped_issue_lines(const std::vector<UnitIssue>& issues, size_t shown) {
   std::vector<std::string> order;
@@ -32,10 +34,9 @@ std::vector<std::string> grouped_issue_lines(const std::vector<UnitIssue>& issue
       lines.push_back("  unit '" + g[0]->id + "': " + g[0]->problem);
       continue;
     }
-    std::string ids;
-    for (size_t k = 0; k < g.size() && k < shown; ++k) ids += (k ? ", '" : "'") + g[k]->id + "'";
-    if (g.size() > shown) ids += " and " + std::to_string(g.size() - shown) + " more";
-    lines.push_back("  " + std::to_string(g.size()) + " units: " + reason + ": " + ids);
+    std::vector<std::string> ids;
+    for (const UnitIssue* i : g) ids.push_back(i->id);
+    lines.push_back("  " + std::to_string(g.size()) + " units: " + reason + ": " + listed_ids(ids, shown));
   }
   return lines;
 }

@@ -17,6 +17,9 @@ struct UnitIssue {
   std::string problem;
 };
 
+// "'a', 'b', 'c', 'd', 'e' and <n - shown> more": the first ids of a list.
+std::string listed_ids(const std::vector<std::string>& ids, size_t shown = 5);
+
 // "  <n> units: <reason>: 'a', 'b', 'c', 'd', 'e' and <n - shown> more" per reason, in order of
 // first appearance; a reason of one unit keeps its detail: "  unit 'a': negative response (-3)".
 std::vector<std::string> grouped_issue_lines(const std::vector<UnitIssue>& issues, size_t shown = 5);

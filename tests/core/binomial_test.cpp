@@ -67,18 +67,8 @@ TEST(Binomial, SampledTermIsUnbiased) {
     }
     mc /= draws;
     const double mc_se = std::sqrt((mc2 / draws - mc * mc) / draws);
-    double sum = 0, sum2 = 0;
-    const int steps = 1500;
-    ObjectiveOptions opt;
-    opt.draw_seed = 8;
-    for (int t = 0; t < steps; ++t) {
-      opt.draw_step = static_cast<unsigned long long>(t);
-      const double v = elbo(model, data, std::vector<Index>{a}, 1.0, nullptr, opt).data_term;
-      sum += v;
-      sum2 += v * v;
-    }
-    const double mean = sum / steps, se = std::sqrt((sum2 / steps - mean * mean) / steps);
-    EXPECT_NEAR(mean, mc, 4 * std::hypot(se, mc_se)) << "bag " << a;
+    const test::StepAverage s = test::sampled_term_over_steps(model, data, a, 1500, 8);
+    EXPECT_NEAR(s.mean, mc, 4 * std::hypot(s.se, mc_se)) << "bag " << a;
   }
 }
 

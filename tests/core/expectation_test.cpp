@@ -202,18 +202,8 @@ TEST(Expectation, SampledTermIsUnbiased) {
       bag_moments(model, data, a, m, C);
       C = nystrom_covariance(model, data, a);
       const MonteCarlo mc = monte_carlo(m, C, w, 100000, [&](double mu) { return count_logp(lik, y, r, mu); });
-      const int steps = 2000;  // 2000 steps x 50 draws
-      double sum = 0, sum2 = 0;
-      ObjectiveOptions opt;
-      opt.draw_seed = 3;
-      for (int t = 0; t < steps; ++t) {
-        opt.draw_step = static_cast<unsigned long long>(t);
-        const double v = elbo(model, data, std::vector<Index>{a}, 1.0, nullptr, opt).data_term;
-        sum += v;
-        sum2 += v * v;
-      }
-      const double mean = sum / steps, se = std::sqrt((sum2 / steps - mean * mean) / steps);
-      EXPECT_NEAR(mean, mc.mean, 4 * std::hypot(se, mc.se)) << to_string(lik) << " bag " << a;
+      const test::StepAverage s = test::sampled_term_over_steps(model, data, a, 2000, 3);  // 2000 steps x 50 draws
+      EXPECT_NEAR(s.mean, mc.mean, 4 * std::hypot(s.se, mc.se)) << to_string(lik) << " bag " << a;
     }
   }
 }

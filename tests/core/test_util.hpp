@@ -1,6 +1,7 @@
 // Random problems shared by the core tests.
 #pragma once
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "core/dataset.hpp"
 #include "core/likelihood.hpp"
 #include "core/model.hpp"
+#include "core/objective.hpp"
 
 namespace vbagg::test {
 
@@ -181,6 +183,26 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   m.unit_effect.log_sd = -0.4;
   m.jitter = 1e-6;
   return m;
+}
+
+// The sampled expectation of bag a's term averaged over `steps` optimiser steps' fresh draws
+// (stream `seed`), with the standard error of that average: what an unbiased estimate must match.
+struct StepAverage {
+  double mean, se;
+};
+inline StepAverage sampled_term_over_steps(const Model& model, const Dataset& data, Index a, int steps,
+                                           unsigned long long seed) {
+  double sum = 0, sum2 = 0;
+  ObjectiveOptions opt;
+  opt.draw_seed = seed;
+  for (int t = 0; t < steps; ++t) {
+    opt.draw_step = static_cast<unsigned long long>(t);
+    const double v = elbo(model, data, std::vector<Index>{a}, 1.0, nullptr, opt).data_term;
+    sum += v;
+    sum2 += v * v;
+  }
+  const double mean = sum / steps;
+  return {mean, std::sqrt((sum2 / steps - mean * mean) / steps)};
 }
 
 }  // namespace vbagg::test
