@@ -1,5 +1,6 @@
 #include "dataset.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -10,6 +11,20 @@ Vector Dataset::bag_weights() const {
   Vector total(num_bags());
   for (Index a = 0; a < num_bags(); ++a) total[a] = w.segment(bag_begin(a), bag_size(a)).sum();
   return total;
+}
+
+Vector Dataset::exposures() const {
+  Vector P = bag_weights();
+  for (Index a = 0; a < trials.size(); ++a)
+    if (trials[a] > 0) P[a] = trials[a];
+  return P;
+}
+
+std::vector<Index> Dataset::bags_of_source(int s) const {
+  std::vector<Index> out;
+  for (Index a = 0; a < num_bags(); ++a)
+    if (source_of(a) == s) out.push_back(a);
+  return out;
 }
 
 std::string Dataset::bag_name(Index a) const {
@@ -38,10 +53,15 @@ void Dataset::validate() const {
       throw DataError("dataset: pixel " + std::to_string(i) + " has a coverage fraction outside (0, 1]");
   }
   if (trials.size() && trials.size() != num_bags()) throw DataError("dataset: trials must have one entry per bag");
+  if (!source.empty() && static_cast<Index>(source.size()) != num_bags())
+    throw DataError("dataset: source must have one entry per bag");
+  for (int s : source)
+    if (s < 0) throw DataError("dataset: a bag has a negative source index");
   for (Index a = 0; a < num_bags(); ++a) {
     if (offsets[a + 1] <= offsets[a]) throw DataError("dataset: bag " + bag_name(a) + " has no pixels");
     if (!std::isfinite(response[a])) throw DataError("dataset: bag " + bag_name(a) + " has a non-finite response");
-    if (trials.size() && !(trials[a] > 0 && trials[a] >= response[a] && response[a] >= 0))
+    // A bag without trials (0) in a dataset with trials belongs to a source that has none.
+    if (trials.size() && trials[a] != 0 && !(trials[a] > 0 && trials[a] >= response[a] && response[a] >= 0))
       throw DataError("dataset: bag " + bag_name(a) + " has " + std::to_string(response[a]) + " positives of " +
                       std::to_string(trials[a]) + " trials");
   }
@@ -93,11 +113,64 @@ Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags) {
     s.coverage.segment(pos, len) = data.coverage.segment(b, len);
     s.response[static_cast<Index>(k)] = data.response[a];
     if (data.trials.size()) s.trials[static_cast<Index>(k)] = data.trials[a];
+    if (!data.source.empty()) s.source.push_back(data.source[static_cast<size_t>(a)]);
     if (!data.bag_ids.empty()) s.bag_ids.push_back(data.bag_ids[a]);
     pos += len;
     s.offsets.push_back(pos);
   }
   return s;
+}
+
+Dataset join_sources(const std::vector<Dataset>& parts) {
+  if (parts.empty()) throw DataError("join_sources: no sources");
+  if (parts.size() == 1) return parts[0];
+  Dataset d;
+  d.input_names = parts[0].input_names;
+  Index pixels = 0, bags = 0;
+  bool trials = false;
+  for (const Dataset& p : parts) {
+    if (p.num_inputs() != parts[0].num_inputs())
+      throw DataError("join_sources: the sources have " + std::to_string(p.num_inputs()) + " and " +
+                      std::to_string(parts[0].num_inputs()) + " inputs");
+    pixels += p.num_pixels();
+    bags += p.num_bags();
+    trials |= p.trials.size() > 0;
+  }
+  d.inputs.resize(parts[0].num_inputs(), pixels);
+  d.population.resize(pixels);
+  d.coverage.resize(pixels);
+  d.response.resize(bags);
+  if (trials) d.trials = Vector::Zero(bags);
+  d.offsets.assign(1, 0);
+  Index pos = 0, bag = 0;
+  for (size_t s = 0; s < parts.size(); ++s) {
+    const Dataset& p = parts[s];
+    d.inputs.middleCols(pos, p.num_pixels()) = p.inputs;
+    d.population.segment(pos, p.num_pixels()) = p.population;
+    d.coverage.segment(pos, p.num_pixels()) = p.coverage;
+    d.response.segment(bag, p.num_bags()) = p.response;
+    if (p.trials.size()) d.trials.segment(bag, p.num_bags()) = p.trials;
+    for (Index a = 0; a < p.num_bags(); ++a) {
+      d.offsets.push_back(pos + p.offsets[static_cast<size_t>(a + 1)]);
+      d.bag_ids.push_back(p.bag_id(a));
+      d.source.push_back(static_cast<int>(s));
+    }
+    pos += p.num_pixels();
+    bag += p.num_bags();
+  }
+  return d;
+}
+
+std::vector<SourceGroup> group_by_source(const Dataset& data, const std::vector<Index>& bags) {
+  std::vector<SourceGroup> groups;
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const int s = data.source_of(bags[k]);
+    auto it = std::find_if(groups.begin(), groups.end(), [s](const SourceGroup& g) { return g.source == s; });
+    if (it == groups.end()) it = groups.insert(groups.end(), SourceGroup{s, {}, {}});
+    it->bags.push_back(bags[k]);
+    it->at.push_back(k);
+  }
+  return groups;
 }
 
 }  // namespace vbagg

@@ -17,7 +17,8 @@ struct Dataset {
   Vector coverage;                       // N, fraction c_i in (0, 1] of the pixel inside its bag
   std::vector<Index> offsets;            // n + 1, offsets[0] = 0, offsets[n] = N
   Vector response;                       // n, bag observation y_a
-  Vector trials;                         // n, number tested n_a of a binomial bag (empty otherwise)
+  Vector trials;                         // n, number tested n_a of a binomial bag (0 for other bags; empty: none)
+  std::vector<int> source;               // n, the data source of each bag in a joint fit (empty: all source 0)
   std::vector<std::string> input_names;  // D (optional; empty means unnamed)
   std::vector<std::string> bag_ids;      // n (optional)
 
@@ -30,14 +31,17 @@ struct Dataset {
   Vector weights() const { return coverage.cwiseProduct(population); }
   // P_a = sum of effective weights in each bag.
   Vector bag_weights() const;
-  // What a bag's observation scales with: its trials n_a for binomial data, else P_a.
-  Vector exposures() const { return trials.size() ? trials : bag_weights(); }
+  // What a bag's observation scales with: its trials n_a for a binomial bag, else P_a.
+  Vector exposures() const;
   std::string bag_name(Index a) const;
   // The bag's id, or "#a" when the dataset has none (keys the unit effect of a training unit).
   std::string bag_id(Index a) const;
 
   // The bag's observation for the likelihood: y_a, and n_a when the data have trials.
   double trials_of(Index a) const { return trials.size() ? trials[a] : 0.0; }
+  int source_of(Index a) const { return source.empty() ? 0 : source[static_cast<size_t>(a)]; }
+  // The bags of source s, in order (every bag for source 0 of a dataset without sources).
+  std::vector<Index> bags_of_source(int s) const;
 
   // Throws DataError naming the first inconsistency (sizes, NaN, negative weights, empty bags,
   // trials that are not positive or fewer than the positives).
@@ -50,5 +54,18 @@ Dataset make_dataset(const Matrix& inputs, const Vector& population, const std::
 
 // The sub-dataset of the listed bags, in the given order.
 Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags);
+
+// One dataset of several sources' bags, source after source (bag a of parts[s] has source s).
+// The parts must have the same inputs; trials are kept where any part has them.
+Dataset join_sources(const std::vector<Dataset>& parts);
+
+// The listed bags grouped by source: for each source in order of first appearance, its source
+// index and its bags (positions into `bags` are kept in `at`, so results can be put back).
+struct SourceGroup {
+  int source = 0;
+  std::vector<Index> bags;
+  std::vector<size_t> at;
+};
+std::vector<SourceGroup> group_by_source(const Dataset& data, const std::vector<Index>& bags);
 
 }  // namespace vbagg

@@ -2,6 +2,7 @@
 
 #include <LBFGS.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -60,7 +61,16 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
     throw ConfigError("the linear mean needs " + std::to_string(spec.linear_inputs) + " inputs; the data have " +
                       std::to_string(train.num_inputs()));
   m.linear_mean = Vector::Zero(spec.num_linear_point());
-  likelihood_of(spec.likelihood).initialise(train, m);
+  // The first source sets the mean; every source its own parameters from its own bags.
+  m.more_sources.resize(static_cast<size_t>(spec.num_sources() - 1));
+  for (Index s = spec.num_sources() - 1; s >= 0; --s) {
+    const std::vector<Index> own = train.bags_of_source(static_cast<int>(s));
+    if (own.empty()) throw DataError("source '" + spec.source(s).name + "' has no training bags");
+    Model view = m.for_source(s);
+    likelihood_of(view.spec.likelihood).initialise(spec.num_sources() == 1 ? train : subset_bags(train, own), view);
+    m.likelihood_params_of(s) = view.likelihood_params;
+    if (s == 0) m.mean = view.mean;
+  }
   std::vector<Index> all(static_cast<size_t>(train.num_bags()));
   for (Index a = 0; a < train.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
   attach_unit_effects(m, train, all);
@@ -129,6 +139,28 @@ class ConvergenceTest {
   std::vector<double> history_;
 };
 
+// Reorders an epoch's shuffled bags so every stretch of it holds each source in proportion: the
+// k-th of a source's n_s bags goes to position (k + 1/2) / n_s of the epoch. Every minibatch then
+// mixes the sources (a small source is not left to a few batches), and the epoch still visits
+// every bag once, so the scaled minibatch ELBO stays unbiased.
+void interleave_sources(std::vector<Index>& order, const Dataset& data) {
+  std::vector<Index> count;
+  for (Index a : order) {
+    const auto s = static_cast<size_t>(data.source_of(a));
+    if (s >= count.size()) count.resize(s + 1, 0);
+    ++count[s];
+  }
+  if (count.size() < 2) return;
+  std::vector<std::pair<double, Index>> keyed;
+  std::vector<Index> seen(count.size(), 0);
+  for (Index a : order) {
+    const auto s = static_cast<size_t>(data.source_of(a));
+    keyed.push_back({(static_cast<double>(seen[s]++) + 0.5) / static_cast<double>(count[s]), a});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (size_t k = 0; k < order.size(); ++k) order[k] = keyed[k].second;
+}
+
 // Entries of the gradient that stay zero, so their parameters keep their values.
 void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
 
@@ -161,6 +193,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
     // Fisher-Yates with the project's own RNG draws, identical on every standard library.
     for (Index i = n - 1; i > 0; --i)
       std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
+    interleave_sources(order, data);
     double sum = 0;
     int batches = 0;
     for (Index start = 0; start < n; start += batch) {
@@ -322,13 +355,20 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
 }  // namespace
 
 bool fits_in_stages(const ModelSpec& spec, const FitOptions& options) {
-  return options.staged && (likelihood_of(spec.likelihood).fit_parameters_later() || spec.unit_effect);
+  bool later = spec.any_unit_effect();
+  for (Index s = 0; s < spec.num_sources(); ++s)
+    later |= likelihood_of(spec.source(s).likelihood).fit_parameters_later();
+  return options.staged && later;
 }
 
 void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags) {
-  if (!model.spec.unit_effect) return;
-  model.unit_effect.units.clear();
-  for (Index a : bags) model.unit_effect.units.push_back(data.bag_id(a));
+  for (Index s = 0; s < model.spec.num_sources(); ++s) {
+    if (!model.spec.source(s).unit_effect) continue;
+    UnitEffect& u = model.unit_effect_of(s);
+    u.units.clear();
+    for (Index a : bags)
+      if (data.source_of(a) == s) u.units.push_back(data.bag_id(a));
+  }
 }
 
 FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train, const std::vector<Index>& holdout,
@@ -338,7 +378,7 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.first_stage_epochs < 1) throw ConfigError("train.first_stage_epochs must be at least 1");
   if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
   HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
-  if (options.optimizer != Optimizer::adam && model.spec.expectation == Expectation::sample)
+  if (options.optimizer != Optimizer::adam && model.spec.any_sampled())
     throw ConfigError(
         "model.expectation sample needs train.optimizer adam: L-BFGS needs a deterministic objective (draws fixed "
         "for a whole run let q fit them), and natural-gradient steps from sampled gradients of q's covariance "

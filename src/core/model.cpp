@@ -6,6 +6,7 @@
 #include "likelihood.hpp"
 #include "linalg.hpp"
 #include "link.hpp"
+#include "param_layout.hpp"
 
 namespace vbagg {
 
@@ -65,7 +66,65 @@ std::string to_string(Expectation v) { return expectation_names()[static_cast<si
 std::string to_string(FixedEffects v) { return fixed_effects_names()[static_cast<size_t>(v)]; }
 std::string to_string(ModelKind v) { return model_kind_names()[static_cast<size_t>(v)]; }
 
+SourceSpec ModelSpec::source(Index s) const {
+  if (s == 0) return {source_name, likelihood, expectation, aggregation, unit_effect};
+  if (s < 0 || s >= num_sources())
+    throw ConfigError("source " + std::to_string(s) + " of a model of " + std::to_string(num_sources()) + " sources");
+  return more_sources[static_cast<size_t>(s - 1)];
+}
+
+ModelSpec ModelSpec::for_source(Index s) const {
+  const SourceSpec src = source(s);
+  ModelSpec v = *this;
+  v.more_sources.clear();
+  v.source_name = src.name;
+  v.likelihood = src.likelihood;
+  v.expectation = src.expectation;
+  v.aggregation = src.aggregation;
+  v.unit_effect = src.unit_effect;
+  return v;
+}
+
+bool ModelSpec::any_unit_effect() const {
+  bool any = unit_effect;
+  for (const SourceSpec& s : more_sources) any |= s.unit_effect;
+  return any;
+}
+
+bool ModelSpec::any_sampled() const {
+  bool any = expectation == Expectation::sample;
+  for (const SourceSpec& s : more_sources) any |= s.expectation == Expectation::sample;
+  return any;
+}
+
+Model Model::for_source(Index s) const {
+  Model v = *this;
+  v.spec = spec.for_source(s);
+  v.more_sources.clear();
+  v.likelihood_params = likelihood_params_of(s);
+  v.unit_effect = unit_effect_of(s);
+  return v;
+}
+
 void ModelSpec::validate() const {
+  if (!more_sources.empty()) {
+    std::vector<std::string> names{source_name};
+    for (const SourceSpec& s : more_sources) names.push_back(s.name);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i].empty()) throw ConfigError("every source of a joint fit needs a name");
+      if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) !=
+          names.begin() + static_cast<std::ptrdiff_t>(i))
+        throw ConfigError("two sources are named '" + names[i] + "'");
+    }
+    for (Index s = 0; s < num_sources(); ++s) {
+      try {
+        for_source(s).validate();
+      } catch (const ConfigError& e) {
+        throw ConfigError("source '" + source(s).name + "': " + e.what());
+      }
+    }
+    return;
+  }
   const BagLikelihood& lik = likelihood_of(likelihood);
   if (linear_inputs < 0) throw ConfigError("the number of inputs of the linear mean cannot be negative");
   if (!(linear_prior_sd > 0)) throw ConfigError("the prior sd of the linear mean must be positive");
@@ -108,8 +167,8 @@ ModelGradient::ModelGradient(const Model& m)
       q_chol(Matrix::Zero(m.num_q(), m.num_q())),
       linear_mean(Vector::Zero(m.spec.num_linear_point())),
       kernel(Vector::Zero(m.kernel.num_params())),
-      likelihood(Vector::Zero(static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size()))),
-      unit_effect(Vector::Zero(m.spec.unit_effect ? 1 : 0)),
+      likelihood(Vector::Zero(param_slice(m, ParamBlockId::likelihood).size)),
+      unit_effect(Vector::Zero(param_slice(m, ParamBlockId::unit_effect).size)),
       inducing(Matrix::Zero(m.num_inputs(), m.num_inducing())) {}
 
 ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {

@@ -59,6 +59,20 @@ std::vector<std::string> expectation_names();
 std::vector<std::string> fixed_effects_names();
 std::vector<std::string> model_kind_names();
 
+// How the bags of one data source observe the latent field (MODEL.md 4h): the source's name, its
+// likelihood, its expectation, its aggregation (normal) and whether its units carry a unit effect.
+struct SourceSpec {
+  std::string name;
+  LikelihoodKind likelihood = LikelihoodKind::poisson;
+  Expectation expectation = Expectation::bound;
+  Aggregation aggregation = Aggregation::sum;
+  bool unit_effect = false;
+};
+
+// The model's settings. The observation fields (likelihood, expectation, aggregation,
+// unit_effect) are those of the first data source; a joint fit of several sources (MODEL.md 4h)
+// lists the others in more_sources, and bags of source s are evaluated with for_source(s). Every
+// function that takes one source's view (a spec without more_sources) works unchanged.
 struct ModelSpec {
   LikelihoodKind likelihood = LikelihoodKind::poisson;
   Link link = Link::exp;
@@ -85,8 +99,21 @@ struct ModelSpec {
   bool unit_effect = false;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
+  // The first source's name (empty for a model of one source) and the further sources.
+  std::string source_name;
+  std::vector<SourceSpec> more_sources;
 
-  // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square).
+  Index num_sources() const { return 1 + static_cast<Index>(more_sources.size()); }
+  SourceSpec source(Index s) const;
+  // The spec as source s's bags see it: its observation fields in the first source's place and no
+  // further sources. for_source(0) of a one-source spec is the spec itself.
+  ModelSpec for_source(Index s) const;
+  // Whether any source has a unit effect, or uses the sampled expectation.
+  bool any_unit_effect() const;
+  bool any_sampled() const;
+
+  // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square), in
+  // any source (named in the message when there are several).
   void validate() const;
   // Entries of q after the inducing values: the intercept's offset and beta when variational.
   Index num_fixed_effects() const { return fixed_effects == FixedEffects::variational ? 1 + linear_inputs : 0; }
@@ -124,6 +151,29 @@ struct Model {
   Vector likelihood_params;
   UnitEffect unit_effect;  // used when spec.unit_effect
   double jitter = 1e-6;    // relative jitter: K_WW + jitter * k(x,x) * I
+  // The likelihood parameters and unit effect of each further source (spec.more_sources).
+  struct SourceParams {
+    Vector likelihood_params;
+    UnitEffect unit_effect;
+  };
+  std::vector<SourceParams> more_sources;
+
+  // The model as source s sees it: spec.for_source(s), with that source's likelihood parameters
+  // and unit effect in the first source's place. The latent field is shared.
+  Model for_source(Index s) const;
+  // Source s's likelihood parameters and unit effect.
+  const Vector& likelihood_params_of(Index s) const {
+    return s == 0 ? likelihood_params : more_sources[static_cast<size_t>(s - 1)].likelihood_params;
+  }
+  Vector& likelihood_params_of(Index s) {
+    return s == 0 ? likelihood_params : more_sources[static_cast<size_t>(s - 1)].likelihood_params;
+  }
+  const UnitEffect& unit_effect_of(Index s) const {
+    return s == 0 ? unit_effect : more_sources[static_cast<size_t>(s - 1)].unit_effect;
+  }
+  UnitEffect& unit_effect_of(Index s) {
+    return s == 0 ? unit_effect : more_sources[static_cast<size_t>(s - 1)].unit_effect;
+  }
 
   Index num_inducing() const { return inducing.cols(); }
   Index num_q() const { return num_inducing() + spec.num_fixed_effects(); }
@@ -146,8 +196,9 @@ struct ModelGradient {
   double mean = 0;
   Vector linear_mean;
   Vector kernel;
-  Vector likelihood;  // with respect to Model::likelihood_params
-  // With respect to log sigma_u of the unit effect (empty without it).
+  // With respect to every source's likelihood parameters, source after source.
+  Vector likelihood;
+  // With respect to log sigma_u of each source with a unit effect, in source order (empty without).
   Vector unit_effect;
   Matrix inducing;  // D x M
 

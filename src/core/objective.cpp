@@ -2,8 +2,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "likelihood.hpp"
 #include "linalg.hpp"
+#include "param_layout.hpp"
 
 namespace vbagg {
 
@@ -24,16 +27,18 @@ struct Accumulator {
   Matrix g_inducing;
   Vector g_unit;  // log sigma_u of the unit effect
 
-  // Mq entries of q (M inducing values, then the fixed effects), D inputs, P kernel parameters.
+  // Mq entries of q (M inducing values, then the fixed effects), D inputs, P kernel parameters;
+  // `needs` lists what the sources' bag terms read.
   Accumulator(Index Mq, Index D, Index M, Index P, Index linear, Index likelihood_params, Index unit_params,
-              BagNeeds needs) {
+              const std::vector<BagNeeds>& needs) {
+    auto any = [&](BagNeeds n) { return std::find(needs.begin(), needs.end(), n) != needs.end(); };
     g_linear = Vector::Zero(linear);
     g_unit = Vector::Zero(unit_params);
     g_alpha = Vector::Zero(Mq);
     g_Q_lower = Matrix::Zero(Mq, Mq);
-    if (needs == BagNeeds::exact) g_Q = Matrix::Zero(Mq, Mq);
-    if (needs == BagNeeds::nystrom || needs == BagNeeds::residual) g_B = Matrix::Zero(Mq, Mq);
-    if (needs == BagNeeds::residual) g_P_lower = Matrix::Zero(Mq, Mq);
+    if (any(BagNeeds::exact)) g_Q = Matrix::Zero(Mq, Mq);
+    if (any(BagNeeds::nystrom) || any(BagNeeds::residual)) g_B = Matrix::Zero(Mq, Mq);
+    if (any(BagNeeds::residual)) g_P_lower = Matrix::Zero(Mq, Mq);
     g_kernel = Vector::Zero(P);
     g_likelihood = Vector::Zero(likelihood_params);
     g_inducing = Matrix::Zero(D, M);
@@ -53,6 +58,16 @@ struct Accumulator {
     g_inducing += o.g_inducing;
     g_unit += o.g_unit;
   }
+};
+
+// How the bags of one source are evaluated: the source's view of the spec, its parameters and unit
+// effect, where its gradients go, and what its bag term reads.
+struct SourceTerm {
+  ModelSpec spec;
+  const Vector* params = nullptr;
+  double unit_log_sd = 0;
+  Index likelihood_offset = 0, unit_offset = 0;
+  BagNeeds needs = BagNeeds::marginals;
 };
 
 // Scratch of one pixel block, kept between the forward and backward pass of a bag.
@@ -134,8 +149,9 @@ class BlockProducts : public NystromProducts {
 // One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
 // acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
 // recomputed otherwise, so memory stays bounded whatever the bag size.
-void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale, BagNeeds needs,
-                 bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
+                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+  const BagNeeds needs = src.needs;
   const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing(), Mq = model.num_q();
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
@@ -199,17 +215,17 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     bag.d = &d;
     bag.t = &products;
   }
-  bag.has_unit_effect = model.spec.unit_effect;
-  bag.unit_log_sd = model.unit_effect.log_sd;
+  bag.has_unit_effect = src.spec.unit_effect;
+  bag.unit_log_sd = src.unit_log_sd;
   bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(a), model.spec.samples};
   BagGradient g;
-  acc.value += bag_term(model.spec, model.likelihood_params, bag, with_grad ? &g : nullptr);
-  if (with_grad && model.spec.unit_effect) acc.g_unit[0] += scale * g.g_unit_log_sd;
+  acc.value += bag_term(src.spec, *src.params, bag, with_grad ? &g : nullptr);
+  if (with_grad && src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
   if (!with_grad) return;
 
   g.gm *= scale;
   g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
-  if (g.g_params.size()) acc.g_likelihood += scale * g.g_params;
+  if (g.g_params.size()) acc.g_likelihood.segment(src.likelihood_offset, g.g_params.size()) += scale * g.g_params;
   acc.g_mean += g.gm.sum();
   if (linear > 0) acc.g_linear.noalias() += data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
@@ -334,18 +350,38 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) +
                       " coefficients but the model " + std::to_string(model.num_inputs()) + " inputs");
   const Posterior post = compute_posterior(model);
-  const BagNeeds needs = bag_needs(model.spec);
+  std::vector<SourceTerm> sources;
+  std::vector<BagNeeds> needs;
+  for (Index s = 0; s < model.spec.num_sources(); ++s) {
+    SourceTerm t;
+    t.spec = model.spec.for_source(s);
+    t.params = &model.likelihood_params_of(s);
+    t.unit_log_sd = model.unit_effect_of(s).log_sd;
+    t.likelihood_offset = source_likelihood_offset(model, s);
+    t.unit_offset = source_unit_effect_offset(model, s);
+    t.needs = bag_needs(t.spec);
+    needs.push_back(t.needs);
+    sources.push_back(std::move(t));
+  }
+  // A one-source model (also a source's view of a joint one) reads every bag with its one
+  // observation model, whatever source the bag came from.
+  const bool joint = model.spec.num_sources() > 1;
+  for (Index a : bags)
+    if (joint && data.source_of(a) >= model.spec.num_sources())
+      throw DataError("bag " + data.bag_name(a) + " is of source " + std::to_string(data.source_of(a)) +
+                      " but the model has " + std::to_string(model.spec.num_sources()) + " sources");
   const bool with_grad = grad != nullptr;
   const Index Mq = model.num_q(), D = model.num_inputs(), P = model.kernel.num_params();
   const Index M = model.num_inducing();
   const int slots = std::max({1, options.slots, options.threads});
-  const Index unit_params = with_grad && model.spec.unit_effect ? 1 : 0;
+  const Index unit_params = with_grad ? param_slice(model, ParamBlockId::unit_effect).size : 0;
 
   std::vector<Accumulator> acc;
   acc.reserve(slots);
   for (int s = 0; s < slots; ++s)
     acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_point(),
-                     model.likelihood_params.size(), unit_params, with_grad ? needs : BagNeeds::marginals);
+                     param_slice(model, ParamBlockId::likelihood).size, unit_params,
+                     with_grad ? needs : std::vector<BagNeeds>{});
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
   // keeps one workspace for all its slots.
@@ -359,7 +395,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];
       for (size_t k = s; k < bags.size(); k += slots)
-        process_bag(model, post, data, bags[k], scale, needs, with_grad, options, ws, acc[s]);
+        process_bag(model, post, data, bags[k], scale,
+                    sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0], with_grad, options, ws, acc[s]);
     } catch (...) {
       errors[s] = std::current_exception();
     }

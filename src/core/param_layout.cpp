@@ -96,43 +96,78 @@ const ParamBlock kKernel{
     },
 };
 
-Index likelihood_size(const Model& m) {
-  return static_cast<Index>(likelihood_of(m.spec.likelihood).param_names().size());
+Index source_likelihood_size(const Model& m, Index s) {
+  return static_cast<Index>(likelihood_of(m.spec.source(s).likelihood).param_names().size());
 }
 
+Index likelihood_size(const Model& m) {
+  Index n = 0;
+  for (Index s = 0; s < m.spec.num_sources(); ++s) n += source_likelihood_size(m, s);
+  return n;
+}
+
+// A further source's parameters are named after it: "<source>.log_r".
+std::string source_prefix(const Model& m, Index s) { return s == 0 ? "" : m.spec.source(s).name + "."; }
+
+// Every source's own parameters, source after source.
 const ParamBlock kLikelihood{
     ParamBlockId::likelihood,
     likelihood_size,
     [](const Model& m, double* out) {
-      if (m.likelihood_params.size() != likelihood_size(m))
-        throw ConfigError("the model holds " + std::to_string(m.likelihood_params.size()) +
-                          " likelihood parameters but likelihood '" + to_string(m.spec.likelihood) + "' has " +
-                          std::to_string(likelihood_size(m)));
-      Eigen::Map<Vector>(out, likelihood_size(m)) = m.likelihood_params;
+      if (static_cast<Index>(m.more_sources.size()) != m.spec.num_sources() - 1)
+        throw ConfigError("the model holds parameters of " + std::to_string(m.more_sources.size() + 1) +
+                          " sources but its spec names " + std::to_string(m.spec.num_sources()));
+      for (Index s = 0; s < m.spec.num_sources(); ++s) {
+        const Index n = source_likelihood_size(m, s);
+        const Vector& p = m.likelihood_params_of(s);
+        if (p.size() != n)
+          throw ConfigError("the model holds " + std::to_string(p.size()) + " likelihood parameters but likelihood '" +
+                            to_string(m.spec.source(s).likelihood) + "' has " + std::to_string(n));
+        Eigen::Map<Vector>(out, n) = p;
+        out += n;
+      }
     },
-    [](Model& m, const double* in) { m.likelihood_params = Eigen::Map<const Vector>(in, likelihood_size(m)); },
+    [](Model& m, const double* in) {
+      m.more_sources.resize(static_cast<size_t>(m.spec.num_sources() - 1));
+      for (Index s = 0; s < m.spec.num_sources(); ++s) {
+        const Index n = source_likelihood_size(m, s);
+        m.likelihood_params_of(s) = Eigen::Map<const Vector>(in, n);
+        in += n;
+      }
+    },
     [](const Model& m, std::vector<std::string>& out) {
-      for (const auto& n : likelihood_of(m.spec.likelihood).param_names()) out.push_back(n);
+      for (Index s = 0; s < m.spec.num_sources(); ++s)
+        for (const auto& n : likelihood_of(m.spec.source(s).likelihood).param_names())
+          out.push_back(source_prefix(m, s) + n);
     },
     [](const Model& m, const ModelGradient& g, double* out) {
       Eigen::Map<Vector>(out, likelihood_size(m)) = g.likelihood;
     },
 };
 
-Index unit_effect_size(const Model& m) { return m.spec.unit_effect ? 1 : 0; }
+Index unit_effect_size(const Model& m) {
+  Index n = 0;
+  for (Index s = 0; s < m.spec.num_sources(); ++s) n += m.spec.source(s).unit_effect ? 1 : 0;
+  return n;
+}
 
-// log sigma_u (the effect itself is integrated out of each bag's likelihood).
+// log sigma_u of each source with a unit effect (the effect itself is integrated out of each bag's
+// likelihood).
 const ParamBlock kUnitEffect{
     ParamBlockId::unit_effect,
     unit_effect_size,
     [](const Model& m, double* out) {
-      if (m.spec.unit_effect) *out = m.unit_effect.log_sd;
+      for (Index s = 0; s < m.spec.num_sources(); ++s)
+        if (m.spec.source(s).unit_effect) *out++ = m.unit_effect_of(s).log_sd;
     },
     [](Model& m, const double* in) {
-      if (m.spec.unit_effect) m.unit_effect.log_sd = *in;
+      m.more_sources.resize(static_cast<size_t>(m.spec.num_sources() - 1));
+      for (Index s = 0; s < m.spec.num_sources(); ++s)
+        if (m.spec.source(s).unit_effect) m.unit_effect_of(s).log_sd = *in++;
     },
     [](const Model& m, std::vector<std::string>& out) {
-      if (m.spec.unit_effect) out.push_back("unit_effect.log_sd");
+      for (Index s = 0; s < m.spec.num_sources(); ++s)
+        if (m.spec.source(s).unit_effect) out.push_back(source_prefix(m, s) + "unit_effect.log_sd");
     },
     [](const Model& m, const ModelGradient& g, double* out) {
       Eigen::Map<Vector>(out, unit_effect_size(m)) = g.unit_effect;
@@ -179,9 +214,23 @@ ParamSlice param_slice(const Model& model, ParamBlockId id) {
 ParamSlice staged_slice(const Model& model) {
   const ParamSlice lik = param_slice(model, ParamBlockId::likelihood);
   const ParamSlice unit = param_slice(model, ParamBlockId::unit_effect);
-  const bool later = likelihood_of(model.spec.likelihood).fit_parameters_later();
+  bool later = false;
+  for (Index s = 0; s < model.spec.num_sources(); ++s)
+    later |= likelihood_of(model.spec.source(s).likelihood).fit_parameters_later();
   if (later) return {lik.offset, lik.size + unit.size};
   return unit;
+}
+
+Index source_likelihood_offset(const Model& model, Index s) {
+  Index k = 0;
+  for (Index t = 0; t < s; ++t) k += source_likelihood_size(model, t);
+  return k;
+}
+
+Index source_unit_effect_offset(const Model& model, Index s) {
+  Index k = 0;
+  for (Index t = 0; t < s; ++t) k += model.spec.source(t).unit_effect ? 1 : 0;
+  return k;
 }
 
 Index Model::num_params() const {

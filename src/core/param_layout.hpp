@@ -39,4 +39,9 @@ ParamSlice param_slice(const Model& model, ParamBlockId id);
 // They are adjacent in the layout, so this is one slice (empty when there are none).
 ParamSlice staged_slice(const Model& model);
 
+// Where source s's entries sit within the likelihood block (its likelihood parameters) and the
+// unit-effect block (its log sigma_u, when it has a unit effect).
+Index source_likelihood_offset(const Model& model, Index s);
+Index source_unit_effect_offset(const Model& model, Index s);
+
 }  // namespace vbagg

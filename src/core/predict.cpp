@@ -147,10 +147,8 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
   return out;
 }
 
-}  // namespace
-
-std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data, const std::vector<Index>& bags,
-                                                int threads, bool fitted_units) {
+std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const Dataset& data,
+                                                       const std::vector<Index>& bags, int threads, bool fitted_units) {
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
   // the latent pass.
@@ -158,8 +156,8 @@ std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Datase
   return unit_effects_given(model, data, bags, fitted, any ? field_totals(model, data, bags, threads) : Vector());
 }
 
-Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
-                            bool fitted_units) {
+Vector totals_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                         bool fitted_units) {
   Vector totals = field_totals(model, data, bags, threads);
   const std::vector<UnitEffectMoments> units =
       unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
@@ -168,8 +166,8 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
   return totals;
 }
 
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
-  if (bags.empty()) return NAN;
+// The sum of the listed bags' predictive NLLs.
+double nll_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
   Matrix X;
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
@@ -185,6 +183,42 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
                               v.segment(pos, n), prior);
     pos += n;
   }
+  return nll;
+}
+
+}  // namespace
+
+// Each source's bags with that source's view of the model; results in the order of `bags`.
+std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                                                int threads, bool fitted_units) {
+  if (model.spec.num_sources() == 1) return unit_effects_one_source(model, data, bags, threads, fitted_units);
+  std::vector<UnitEffectMoments> out(bags.size());
+  for (const SourceGroup& g : group_by_source(data, bags)) {
+    const auto part = unit_effects_one_source(model.for_source(g.source), data, g.bags, threads, fitted_units);
+    for (size_t k = 0; k < g.at.size(); ++k) out[g.at[k]] = part[k];
+  }
+  return out;
+}
+
+Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                            bool fitted_units) {
+  if (model.spec.num_sources() == 1) return totals_one_source(model, data, bags, threads, fitted_units);
+  Vector out(static_cast<Index>(bags.size()));
+  for (const SourceGroup& g : group_by_source(data, bags)) {
+    const Vector part = totals_one_source(model.for_source(g.source), data, g.bags, threads, fitted_units);
+    for (size_t k = 0; k < g.at.size(); ++k) out[static_cast<Index>(g.at[k])] = part[static_cast<Index>(k)];
+  }
+  return out;
+}
+
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+  if (bags.empty()) return NAN;
+  double nll = 0;
+  if (model.spec.num_sources() == 1)
+    nll = nll_one_source(model, data, bags, threads);
+  else
+    for (const SourceGroup& g : group_by_source(data, bags))
+      nll += nll_one_source(model.for_source(g.source), data, g.bags, threads);
   return nll / static_cast<double>(bags.size());
 }
 

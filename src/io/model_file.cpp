@@ -26,6 +26,22 @@ void emit_strings(YAML::Emitter& out, const std::vector<std::string>& v) {
   out << YAML::EndSeq;
 }
 
+// One source's own parameters, named by its likelihood, and its unit effect: sigma_u and the
+// training units, whose own effects predictions condition on their counts. `view` is the model as
+// that source sees it (Model::for_source).
+void emit_source_parameters(YAML::Emitter& out, const Model& view) {
+  const std::vector<std::string> lik_names = likelihood_of(view.spec.likelihood).param_names();
+  for (size_t k = 0; k < lik_names.size(); ++k)
+    out << YAML::Key << lik_names[k] << YAML::Value << view.likelihood_params[static_cast<Index>(k)];
+  if (view.spec.unit_effect) {
+    out << YAML::Key << "unit_effect" << YAML::Value << YAML::BeginMap;
+    out << YAML::Key << "log_sd" << YAML::Value << view.unit_effect.log_sd;
+    out << YAML::Key << "units" << YAML::Value;
+    emit_strings(out, view.unit_effect.units);
+    out << YAML::EndMap;
+  }
+}
+
 struct Reader {
   const std::string& path;
 
@@ -126,6 +142,7 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     out << YAML::Key << "covariance" << YAML::Value << to_string(m.spec.covariance);
     out << YAML::Key << "aggregation" << YAML::Value << to_string(m.spec.aggregation);
     out << YAML::Key << "expectation" << YAML::Value << to_string(m.spec.expectation);
+    if (!m.spec.source_name.empty()) out << YAML::Key << "source" << YAML::Value << m.spec.source_name;
     out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
     if (m.spec.map_estimate) out << YAML::Key << "prior_precision" << YAML::Value << m.spec.prior_precision;
     out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
@@ -151,16 +168,21 @@ void write_model_file(const std::string& path, const ModelFile& f) {
       emit_vector(out, m.linear_mean);
       out << YAML::Key << "linear_prior_sd" << YAML::Value << m.spec.linear_prior_sd;
     }
-    const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
-    for (size_t k = 0; k < lik_names.size(); ++k)
-      out << YAML::Key << lik_names[k] << YAML::Value << m.likelihood_params[static_cast<Index>(k)];
-    if (m.spec.unit_effect) {
-      // sigma_u, and the training units, whose own effects predictions condition on their counts.
-      out << YAML::Key << "unit_effect" << YAML::Value << YAML::BeginMap;
-      out << YAML::Key << "log_sd" << YAML::Value << m.unit_effect.log_sd;
-      out << YAML::Key << "units" << YAML::Value;
-      emit_strings(out, m.unit_effect.units);
-      out << YAML::EndMap;
+    emit_source_parameters(out, m);
+    if (m.spec.num_sources() > 1) {
+      // The further sources of a joint fit, each with its own observation model and parameters.
+      out << YAML::Key << "more_sources" << YAML::Value << YAML::BeginSeq;
+      for (Index s = 1; s < m.spec.num_sources(); ++s) {
+        const Model v = m.for_source(s);
+        out << YAML::BeginMap;
+        out << YAML::Key << "source" << YAML::Value << v.spec.source_name;
+        out << YAML::Key << "likelihood" << YAML::Value << to_string(v.spec.likelihood);
+        out << YAML::Key << "aggregation" << YAML::Value << to_string(v.spec.aggregation);
+        out << YAML::Key << "expectation" << YAML::Value << to_string(v.spec.expectation);
+        emit_source_parameters(out, v);
+        out << YAML::EndMap;
+      }
+      out << YAML::EndSeq;
     }
     out << YAML::Key << "jitter" << YAML::Value << m.jitter;
     out << YAML::Key << "inducing" << YAML::Value << YAML::BeginSeq;
@@ -283,6 +305,22 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     m.spec.aggregation = parse_aggregation(r.get<std::string>(mn, "aggregation", "model."));
     // Files written before the delta method existed used the bound.
     if (mn["expectation"]) m.spec.expectation = parse_expectation(r.get<std::string>(mn, "expectation", "model."));
+    if (mn["source"]) m.spec.source_name = r.get<std::string>(mn, "source", "model.");
+    if (mn["more_sources"]) {
+      const YAML::Node ms = mn["more_sources"];
+      if (!ms.IsSequence()) r.broken("'model.more_sources' must be a list");
+      for (size_t i = 0; i < ms.size(); ++i) {
+        const std::string w = "model.more_sources[" + std::to_string(i) + "].";
+        SourceSpec src;
+        src.name = r.get<std::string>(ms[i], "source", w);
+        src.likelihood = parse_likelihood(r.get<std::string>(ms[i], "likelihood", w));
+        src.aggregation = parse_aggregation(r.get<std::string>(ms[i], "aggregation", w));
+        src.expectation = parse_expectation(r.get<std::string>(ms[i], "expectation", w));
+        src.unit_effect = static_cast<bool>(ms[i]["unit_effect"]);
+        m.spec.more_sources.push_back(src);
+      }
+    }
+    m.spec.unit_effect = static_cast<bool>(mn["unit_effect"]);
     m.spec.validate();
   } catch (const ConfigError& e) {
     r.broken(e.what());
@@ -332,15 +370,19 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
     if (!(m.spec.linear_prior_sd > 0)) r.broken("'model.linear_prior_sd' must be positive");
   }
-  const std::vector<std::string> lik_names = likelihood_of(m.spec.likelihood).param_names();
-  m.likelihood_params.resize(static_cast<Index>(lik_names.size()));
-  for (size_t k = 0; k < lik_names.size(); ++k)
-    m.likelihood_params[static_cast<Index>(k)] = r.get<double>(mn, lik_names[k], "model.");
-  if (mn["unit_effect"]) {
-    const YAML::Node ue = mn["unit_effect"];
-    m.spec.unit_effect = true;
-    m.unit_effect.log_sd = r.get<double>(ue, "log_sd", "model.unit_effect.");
-    m.unit_effect.units = r.strings(ue, "units", "model.unit_effect.");
+  m.more_sources.resize(m.spec.more_sources.size());
+  for (Index s = 0; s < m.spec.num_sources(); ++s) {
+    const YAML::Node node = s == 0 ? mn : mn["more_sources"][static_cast<size_t>(s - 1)];
+    const std::string w = s == 0 ? "model." : "model.more_sources[" + std::to_string(s - 1) + "].";
+    const std::vector<std::string> lik_names = likelihood_of(m.spec.source(s).likelihood).param_names();
+    Vector& params = m.likelihood_params_of(s);
+    params.resize(static_cast<Index>(lik_names.size()));
+    for (size_t k = 0; k < lik_names.size(); ++k) params[static_cast<Index>(k)] = r.get<double>(node, lik_names[k], w);
+    if (m.spec.source(s).unit_effect) {
+      const YAML::Node ue = node["unit_effect"];
+      m.unit_effect_of(s).log_sd = r.get<double>(ue, "log_sd", w + "unit_effect.");
+      m.unit_effect_of(s).units = r.strings(ue, "units", w + "unit_effect.");
+    }
   }
   m.jitter = r.get<double>(mn, "jitter", "model.");
   const YAML::Node in = r.at(mn, "inducing", "model.");
