@@ -1,5 +1,6 @@
 #include "config.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -47,6 +48,8 @@ std::string join(const std::vector<std::string>& v) {
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
   return s;
 }
+
+void check_sources(const Param& p, const YAML::Node& v, const std::string& source);
 
 // Checks one value against its parameter; throws ConfigError naming file, line and key.
 void check_value(const Param& p, const YAML::Node& v, const std::string& source) {
@@ -141,6 +144,67 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
       }
       return;
     }
+    case ParamType::source_list:
+      check_sources(p, v, source);
+      return;
+  }
+}
+
+// data.sources: a list of maps, each with the data.units.* keys and its own name, likelihood,
+// covariates and population.
+void check_sources(const Param& p, const YAML::Node& v, const std::string& source) {
+  const std::string head = where(source, v) + ": " + p.key;
+  if (v.IsNull()) return;
+  if (!v.IsSequence()) throw ConfigError(head + " must be a list of sources, each a map {name, path, id_field, ...}");
+  std::vector<std::string> allowed = children("data.units.");
+  allowed.insert(allowed.end(), kSourceOwnKeys.begin(), kSourceOwnKeys.end());
+  std::set<std::string> names;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string item = p.key + "[" + std::to_string(i) + "]";
+    const YAML::Node e = v[i];
+    if (!e.IsMap()) throw ConfigError(where(source, e) + ": " + item + " must be a map {name, path, id_field, ...}");
+    for (const auto& kv : e) {
+      const std::string k = kv.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), k) == allowed.end())
+        throw ConfigError(where(source, kv.first) + ": unknown key '" + item + "." + k +
+                          "' (allowed: " + join(allowed) + ")");
+      Param sub;
+      if (k == "name") {
+        sub = {item + ".name", ParamType::text, "", {}, -1e308, 1e308, ""};
+      } else if (k == "likelihood") {
+        sub = *find_param("model.likelihood");
+      } else if (k == "covariates") {
+        sub = *find_param("data.covariates");
+      } else if (k == "population") {
+        if (!kv.second.IsMap() || !kv.second["path"])
+          throw ConfigError(where(source, kv.second) + ": " + item + ".population must be a map {path, resampling}");
+        for (const auto& pk : kv.second) {
+          const std::string key = pk.first.Scalar();
+          const Param* pp = find_param("data.population." + key);
+          if (!pp)
+            throw ConfigError(where(source, pk.first) + ": unknown key '" + item + ".population." + key +
+                              "' (allowed: path, resampling)");
+          Param q = *pp;
+          q.key = item + ".population." + key;
+          check_value(q, pk.second, source);
+        }
+        continue;
+      } else {
+        sub = *find_param("data.units." + k);
+      }
+      sub.key = item + "." + k;
+      check_value(sub, kv.second, source);
+    }
+    for (const char* required : {"path", "id_field", "response_field"})
+      if (!e[required] || e[required].Scalar().empty())
+        throw ConfigError(where(source, e) + ": " + item + "." + required + " is required (" +
+                          find_param(std::string("data.units.") + required)->help + ")");
+    if (v.size() > 1 && (!e["name"] || e["name"].Scalar().empty()))
+      throw ConfigError(where(source, e) + ": " + item +
+                        ".name is required: several sources are told apart by their names");
+    if (e["name"] && !names.insert(e["name"].Scalar()).second)
+      throw ConfigError(where(source, e["name"]) + ": " + item + ".name '" + e["name"].Scalar() +
+                        "' is used by an earlier source");
   }
 }
 
@@ -193,6 +257,12 @@ void assign(YAML::Node& root, const std::string& key, const YAML::Node& value) {
   chain.back()[parts.back()] = value;
 }
 
+// Whether the tree gives data.sources (a non-empty list), which replaces data.units.
+bool lists_sources(const YAML::Node& root) {
+  const YAML::Node sources = lookup(root, "data.sources");
+  return sources && sources.IsSequence() && sources.size() > 0;
+}
+
 }  // namespace
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides, RequiredData required) {
@@ -228,10 +298,16 @@ Config Config::parse(const std::string& text, const std::string& source, const s
       throw ConfigError("--set " + o + ": expected KEY=VALUE, e.g. --set model.link=square");
     c.set(o.substr(0, eq), o.substr(eq + 1));
   }
+  const bool has_sources = lists_sources(c.root_);
+  if (has_sources && lookup(c.root_, "data.units"))
+    throw ConfigError((c.source_.empty() ? std::string("the configuration") : c.source_) +
+                      ": give data.units (one source) or data.sources (a list), not both");
   for (const auto& p : all_params()) {
     if (lookup(c.root_, p.key)) continue;
+    const bool is_units = p.key.rfind("data.units.", 0) == 0;
+    if (is_units && has_sources) continue;  // each source gives its own
     if (p.default_yaml.empty()) {
-      const bool is_data = p.key.rfind("data.", 0) == 0, is_units = p.key.rfind("data.units.", 0) == 0;
+      const bool is_data = p.key.rfind("data.", 0) == 0;
       if ((required == RequiredData::all && is_data) || (required == RequiredData::not_units && is_data && !is_units))
         throw ConfigError((c.source_.empty() ? std::string("the configuration") : c.source_) + ": " + p.key +
                           " is required (" + p.help + ")");
@@ -248,9 +324,13 @@ Config Config::from_node(const YAML::Node& resolved, const std::string& base_dir
   c.base_dir_ = base_dir;
   c.source_ = source;
   check_tree(c.root_, "", source);
-  // Settings added since the configuration was saved take their defaults.
-  for (const auto& p : all_params())
+  // Settings added since the configuration was saved take their defaults (data.units' not when
+  // data.sources replaces it).
+  const bool has_sources = lists_sources(c.root_);
+  for (const auto& p : all_params()) {
+    if (has_sources && p.key.rfind("data.units.", 0) == 0) continue;
     if (!p.default_yaml.empty() && !lookup(c.root_, p.key)) assign(c.root_, p.key, YAML::Load(p.default_yaml));
+  }
   return c;
 }
 
@@ -323,18 +403,32 @@ YAML::Node Config::resolved_node(const std::string& relative_to) const {
     if (p.type != ParamType::path) continue;
     if (lookup(r, p.key) && !text(p.key).empty()) assign(r, p.key, YAML::Node(portable_path(path(p.key), relative_to)));
   }
-  if (YAML::Node covs = r["data"]["covariates"]; covs && covs.IsSequence()) {
-    for (size_t i = 0; i < covs.size(); ++i) {
-      YAML::Node e = covs[i];
-      if (e.IsScalar()) {
+  // Paths inside lists: covariate layers, and each source's units, covariates and population.
+  auto resolve = [&](YAML::Node holder, const char* key) {
+    if (!holder[key] || !holder[key].IsScalar()) return;
+    std::string p = holder[key].as<std::string>();
+    if (p.empty()) return;
+    if (!fs::path(p).is_absolute()) p = (fs::path(base_dir_) / p).lexically_normal().string();
+    holder[key] = portable_path(p, relative_to);
+  };
+  auto resolve_layers = [&](YAML::Node covs) {
+    for (size_t i = 0; covs && covs.IsSequence() && i < covs.size(); ++i) {
+      if (covs[i].IsScalar()) {
         YAML::Node m(YAML::NodeType::Map);
-        m["path"] = e.Scalar();
+        m["path"] = covs[i].Scalar();
         covs[i] = m;
-        e.reset(covs[i]);
       }
-      std::string p = e["path"].as<std::string>();
-      if (!fs::path(p).is_absolute()) p = (fs::path(base_dir_) / p).lexically_normal().string();
-      e["path"] = portable_path(p, relative_to);
+      resolve(covs[i], "path");
+    }
+  };
+  if (r["data"]) {
+    resolve_layers(r["data"]["covariates"]);
+    YAML::Node sources = r["data"]["sources"];
+    for (size_t i = 0; sources && sources.IsSequence() && i < sources.size(); ++i) {
+      YAML::Node e = sources[i];
+      resolve(e, "path");
+      if (e["covariates"]) resolve_layers(e["covariates"]);
+      if (e["population"]) resolve(e["population"], "path");
     }
   }
   return r;
@@ -347,19 +441,69 @@ std::string Config::resolved_yaml(const std::string& relative_to) const {
   return std::string(out.c_str()) + "\n";
 }
 
-io::DataConfig Config::data_config() const {
-  io::DataConfig d;
-  const YAML::Node covs = resolved_node()["data"]["covariates"];
+namespace {
+
+std::vector<io::LayerSpec> layers_of(const YAML::Node& covs) {
+  std::vector<io::LayerSpec> out;
   for (size_t i = 0; covs && i < covs.size(); ++i) {
     io::LayerSpec l;
     l.path = covs[i]["path"].as<std::string>();
     l.name = covs[i]["name"] ? covs[i]["name"].as<std::string>() : "";
     l.resampling = covs[i]["resampling"] ? covs[i]["resampling"].as<std::string>() : io::kCovariateResampling;
-    d.covariates.push_back(l);
+    out.push_back(l);
   }
+  return out;
+}
+
+// One entry of data.sources (paths resolved), with the data.units defaults for keys it leaves out.
+io::SourceConfig source_of(const YAML::Node& e) {
+  auto text = [&](const char* key, const std::string& fallback = "") {
+    return e[key] && !e[key].IsNull() ? e[key].as<std::string>() : fallback;
+  };
+  io::SourceConfig s;
+  s.units.name = text("name");
+  s.units.likelihood = text("likelihood");
+  s.units.path = text("path");
+  s.units.layer = text("layer");
+  s.units.id_field = text("id_field");
+  s.units.response_field = text("response_field");
+  s.units.trials_field = text("trials_field");
+  s.units.point_buffer = e["point_buffer"] ? e["point_buffer"].as<double>() : -1;
+  if (e["covariates"]) s.covariates = layers_of(e["covariates"]);
+  if (e["population"]) {
+    s.population.path = e["population"]["path"].as<std::string>();
+    s.population.name = "population";
+    s.population.resampling =
+        e["population"]["resampling"] ? e["population"]["resampling"].as<std::string>() : io::kPopulationResampling;
+  }
+  return s;
+}
+
+}  // namespace
+
+io::DataConfig Config::data_config() const {
+  io::DataConfig d;
+  const YAML::Node resolved = resolved_node();
+  d.covariates = layers_of(resolved["data"]["covariates"]);
   d.population = {path("data.population.path"), "population", text("data.population.resampling")};
-  d.units = {path("data.units.path"),           text("data.units.layer"),        text("data.units.id_field"),
-             text("data.units.response_field"), text("data.units.trials_field"), real("data.units.point_buffer")};
+  if (lists_sources(root_)) {
+    const YAML::Node sources = resolved["data"]["sources"];
+    for (size_t i = 0; i < sources.size(); ++i) {
+      io::SourceConfig s = source_of(sources[i]);
+      if (i == 0) {
+        if (!s.covariates.empty() || !s.population.path.empty())
+          throw ConfigError(
+              "data.sources[0] is the primary source: its covariates and population are "
+              "data.covariates and data.population (give covariates of its own to later sources only)");
+        d.units = s.units;
+      } else {
+        d.more_sources.push_back(s);
+      }
+    }
+  } else {
+    d.units = {path("data.units.path"),           text("data.units.layer"),        text("data.units.id_field"),
+               text("data.units.response_field"), text("data.units.trials_field"), real("data.units.point_buffer")};
+  }
   const std::string grid = text("data.grid");
   d.grid = grid;
   if (grid != "population") {

@@ -128,10 +128,14 @@ void pixel_metrics(const LoadedModel& m, const io::BuiltData& built, const std::
 
 }  // namespace
 
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
-                 const std::string& truth_path, int samples, int threads) {
+namespace {
+
+// The metrics of the listed bags (all of one source), the baseline fitted to that source's
+// training bags.
+Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& bags,
+                      const std::vector<Index>& train, const std::string& split, const std::string& truth_path,
+                      int samples, int threads) {
   const Dataset& d = built.dataset;
-  const std::vector<Index> bags = split_bags(d, m, split), train = bags_of(d, m.file.train_units);
   Metrics r;
   r.kind = to_string(m.file.kind);
   r.split = split;
@@ -161,22 +165,64 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
   const Vector exposure = d.exposures();
   Vector base(r.units);
   for (Index k = 0; k < r.units; ++k) base[k] = rate[k] * exposure[bags[static_cast<size_t>(k)]];
-  if (predictor.counts()) r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
+  if (predictor.counts(d.source_of(bags.front())))
+    r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   count_calibration(predictor, d, bags, y, samples, r);
+  if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, threads, r);
+  return r;
+}
+
+// The listed bags of source s, in order.
+std::vector<Index> of_source(const Dataset& d, const std::vector<Index>& bags, int s) {
+  std::vector<Index> out;
+  for (Index a : bags)
+    if (d.source_of(a) == s) out.push_back(a);
+  return out;
+}
+
+}  // namespace
+
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
+                 const std::string& truth_path, int samples, int threads) {
+  const Dataset& d = built.dataset;
+  const std::vector<Index> bags = split_bags(d, m, split), train = bags_of(d, m.file.train_units);
+  const Index sources = m.file.kind == ModelKind::constant ? 1 : m.file.model.spec.num_sources();
+  Metrics r;
+  if (sources == 1) {
+    r = evaluate_bags(m, built, bags, train, split, truth_path, samples, threads);
+  } else {
+    // Each source on its own units; the truth is compared at the first source's pixels only, so
+    // no pixel counts twice.
+    for (Index s = 0; s < sources; ++s) {
+      const std::vector<Index> own = of_source(d, bags, static_cast<int>(s));
+      const std::string name = m.file.model.spec.source(s).name;
+      if (own.empty()) {
+        if (s == 0) throw DataError("no " + split + " units of source '" + name + "' are in the data");
+        continue;
+      }
+      Metrics one = evaluate_bags(m, built, own, of_source(d, train, static_cast<int>(s)), split,
+                                  s == 0 ? truth_path : std::string(), samples, threads);
+      one.source = name;
+      if (s == 0)
+        r = std::move(one);
+      else
+        r.more_sources.push_back(std::move(one));
+    }
+  }
   ObjectiveOptions oo;
   oo.threads = threads;
   if (!train.empty() && m.file.kind == ModelKind::vbagg)
     r.elbo_train = elbo(m.file.model, d, train, 1.0, nullptr, oo).elbo;
-  if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, threads, r);
   return r;
 }
 
 std::string metrics_table(const Metrics& r) {
   std::ostringstream s;
   s.precision(6);
-  s << "split: " << r.split << " (" << r.units << " units, " << r.pixels << " pixels)\n";
+  s << (r.source.empty() ? "" : "source '" + r.source + "', ") << "split: " << r.split << " (" << r.units << " units, "
+    << r.pixels << " pixels)\n";
   char head[160];
   std::snprintf(head, sizeof head, "%-22s %12s    %12s\n", "", r.kind.c_str(), "constant");
   s << head;
@@ -193,9 +239,13 @@ std::string metrics_table(const Metrics& r) {
     row("pixel correlation", r.pixel_correlation, r.baseline_pixel_correlation);
   }
   char line[160];
-  std::snprintf(line, sizeof line, "%-22s %12.8g\n", "ELBO (training units)", r.elbo_train);
+  // The ELBO is the joint fit's: shown once, with the first source.
+  if (r.source.empty() || std::isfinite(r.elbo_train)) {
+    std::snprintf(line, sizeof line, "%-22s %12.8g\n", "ELBO (training units)", r.elbo_train);
+    s << line;
+  }
   const bool calibrated = !r.pixel_coverage.empty();
-  s << line << "interval level          counts covered" << (calibrated ? "    pixels covered (truth)" : "") << "\n";
+  s << "interval level          counts covered" << (calibrated ? "    pixels covered (truth)" : "") << "\n";
   for (size_t l = 0; l < r.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f", 100 * r.levels[l], r.count_coverage[l]);
     s << line;
@@ -207,6 +257,7 @@ std::string metrics_table(const Metrics& r) {
     s << "\n";
   }
   if (!r.count_pit.empty()) s << "PIT of counts (10 bins, 0.1 each when calibrated):" << pit_text(r.count_pit) << "\n";
+  for (const Metrics& more : r.more_sources) s << "\n" << metrics_table(more);
   return s.str();
 }
 
@@ -220,14 +271,18 @@ std::string pit_text(const std::vector<double>& pit) {
   return s;
 }
 
-std::string metrics_json(const Metrics& r) {
+namespace {
+
+// The entries of one source's metrics (or the only source's), without the enclosing braces.
+std::string json_entries(const Metrics& r) {
   std::ostringstream s;
   std::vector<double> count_err, pixel_err;
   for (size_t l = 0; l < r.levels.size(); ++l) {
     count_err.push_back(std::abs(r.count_coverage[l] - r.levels[l]));
     if (!r.pixel_coverage.empty()) pixel_err.push_back(std::abs(r.pixel_coverage[l] - r.levels[l]));
   }
-  s << "{\n  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units
+  if (!r.source.empty()) s << "  \"source\": \"" << r.source << "\",\n";
+  s << "  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units
     << ",\n  \"pixels\": " << r.pixels << ",\n"
     << "  \"bag_nll_sum\": " << json_number(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << json_number(r.bag_nll_mean)
     << ",\n"
@@ -248,8 +303,24 @@ std::string metrics_json(const Metrics& r) {
       << ", \"correlation\": " << json_number(r.pixel_correlation)
       << ", \"coverage\": " << (r.pixel_coverage.empty() ? "null" : json_list(r.pixel_coverage))
       << ", \"coverage_error\": " << (pixel_err.empty() ? "null" : json_list(pixel_err)) << "}";
-  s << "\n}\n";
   return s.str();
+}
+
+}  // namespace
+
+std::string metrics_json(const Metrics& r) {
+  std::string s = "{\n" + json_entries(r);
+  if (!r.more_sources.empty()) {
+    // Indented one level: a source's entries inside the list.
+    s += ",\n  \"more_sources\": [";
+    for (size_t k = 0; k < r.more_sources.size(); ++k) {
+      std::string body = json_entries(r.more_sources[k]), indented;
+      for (char c : body) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+      s += std::string(k ? "," : "") + "\n    {\n  " + indented + "\n    }";
+    }
+    s += "\n  ]";
+  }
+  return s + "\n}\n";
 }
 
 }  // namespace vbagg::cli

@@ -16,6 +16,7 @@ constexpr int kPitBins = 10;
 struct Metrics {
   std::string kind;  // model kind
   std::string split;
+  std::string source;  // the data source's name in a joint fit of several (empty: one source)
   Index units = 0, pixels = 0;
   double bag_nll_sum = NAN, bag_nll_mean = NAN, bag_log_mse = NAN;
   double baseline_bag_nll_mean = NAN, baseline_bag_log_mse = NAN;  // constant baseline
@@ -29,8 +30,12 @@ struct Metrics {
   std::vector<double> pixel_coverage;  // true intensity inside the central interval, per level
   // For plots: per unit observed and predicted totals, and the pixel sample used for maps.
   std::vector<double> observed, predicted;
+  // A joint fit: the metrics above are the first source's (with the pixel metrics), these the
+  // others' units, each source next to a constant baseline of its own.
+  std::vector<Metrics> more_sources;
 };
 
+// The split's units of every source (Metrics::more_sources for the second and later).
 Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
                  const std::string& truth_path, int samples, int threads);
 

@@ -18,6 +18,9 @@ namespace {
 bool same_units_source(const io::ModelFile& file, const std::string& model_dir, const Config& config) {
   std::string trained;
   if (const YAML::Node u = file.config["data"]["units"]; u && u["path"]) trained = u["path"].as<std::string>();
+  // A joint fit's first source stands for its units (data.sources[0]).
+  if (const YAML::Node s = file.config["data"]["sources"]; s && s.IsSequence() && s.size() > 0 && s[0]["path"])
+    trained = s[0]["path"].as<std::string>();
   if (!trained.empty()) trained = (fs::path(model_dir) / trained).lexically_normal().string();
   const std::string now = config.data_config().units.path;
   return !now.empty() && fs::weakly_canonical(now) == fs::weakly_canonical(trained);

@@ -28,17 +28,31 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
   return s;
 }
 
-ModelSpec model_spec(const Settings& settings) {
-  const Settings::Model& c = settings.model;
-  ModelSpec s = c.spec;
+Split split_units(const Dataset& data, double fraction, unsigned long long seed) {
+  if (data.source.empty()) return split_units(data.num_bags(), fraction, seed);
+  Split out;
+  for (int s = 0;; ++s) {
+    const std::vector<Index> own = data.bags_of_source(s);
+    if (own.empty()) break;
+    const Split part = split_units(static_cast<Index>(own.size()), fraction, seed);
+    for (Index k : part.train) out.train.push_back(own[static_cast<size_t>(k)]);
+    for (Index k : part.holdout) out.holdout.push_back(own[static_cast<size_t>(k)]);
+  }
+  std::sort(out.train.begin(), out.train.end());
+  std::sort(out.holdout.begin(), out.holdout.end());
+  return out;
+}
+
+namespace {
+
+// A one-source spec with model.expectation and model.unit_effect resolved for its likelihood.
+ModelSpec complete_source(ModelSpec s, const Settings::Model& c) {
   const BagLikelihood& lik = likelihood_of(s.likelihood);
-  s.link = c.link ? *c.link : lik.links().front();
   // auto: the delta method keeps the posterior variance where it exists; else the bound; else draws.
   s.expectation = c.expectation            ? *c.expectation
                   : lik.has_delta_method() ? Expectation::delta
                   : lik.has_bound()        ? Expectation::bound
                                            : Expectation::sample;
-  s.map_estimate = c.kind == ModelKind::nystrom;
   if (c.unit_effect) {
     s.unit_effect = *c.unit_effect;
   } else {
@@ -50,19 +64,70 @@ ModelSpec model_spec(const Settings& settings) {
     }
   }
   if (c.kind == ModelKind::constant) s.unit_effect = false;
+  return s;
+}
+
+// Each source's name, likelihood and where its trials field is set (data.units alone: one source).
+struct SourceChoice {
+  std::string name;
+  LikelihoodKind likelihood;
+  bool trials;
+  std::string trials_key;
+};
+
+std::vector<SourceChoice> source_choices(const Settings& settings) {
+  const LikelihoodKind configured = settings.model.spec.likelihood;
+  if (settings.sources.empty()) return {{"", configured, !settings.trials_field.empty(), "data.units.trials_field"}};
+  std::vector<SourceChoice> out;
+  for (size_t i = 0; i < settings.sources.size(); ++i) {
+    const Settings::Source& s = settings.sources[i];
+    const LikelihoodKind lik = s.likelihood ? *s.likelihood : s.trials ? LikelihoodKind::binomial : configured;
+    out.push_back(
+        {s.name.empty() ? "units" : s.name, lik, s.trials, "data.sources[" + std::to_string(i) + "].trials_field"});
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelSpec model_spec(const Settings& settings) {
+  const Settings::Model& c = settings.model;
+  const std::vector<SourceChoice> sources = source_choices(settings);
+  ModelSpec s = c.spec;
+  s.likelihood = sources[0].likelihood;
+  s.link = c.link ? *c.link : likelihood_of(s.likelihood).links().front();
+  s.map_estimate = c.kind == ModelKind::nystrom;
+  s = complete_source(s, c);
+  if (sources.size() > 1) {
+    s.source_name = sources[0].name;
+    for (size_t i = 1; i < sources.size(); ++i) {
+      ModelSpec view = s;
+      view.likelihood = sources[i].likelihood;
+      view = complete_source(view, c);
+      s.more_sources.push_back(
+          {sources[i].name, view.likelihood, view.expectation, view.aggregation, view.unit_effect});
+    }
+  }
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError((s.map_estimate
-                           ? std::string("model.kind nystrom: ")
-                           : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
-                      e.what());
+    throw ConfigError(
+        (s.map_estimate ? std::string("model.kind nystrom: ")
+                        : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
+        e.what() + (sources.size() > 1 ? " (the sources of one fit share model.link: they observe one quantity)" : ""));
   }
-  if (lik.needs_trials() != !settings.trials_field.empty())
-    throw ConfigError(lik.needs_trials() ? "model.likelihood " + to_string(s.likelihood) +
-                                               " needs the number tested per unit: set data.units.trials_field"
-                                         : "data.units.trials_field is set, but model.likelihood " +
-                                               to_string(s.likelihood) + " has no trials (binomial has)");
+  for (const SourceChoice& src : sources) {
+    const BagLikelihood& lik = likelihood_of(src.likelihood);
+    const std::string who = sources.size() > 1 ? "source '" + src.name + "': likelihood " : "model.likelihood ";
+    if (lik.needs_trials() != src.trials)
+      throw ConfigError(
+          lik.needs_trials()
+              ? who + to_string(src.likelihood) + " needs the number tested per unit: set " + src.trials_key
+              : src.trials_key + " is set, but " + who + to_string(src.likelihood) + " has no trials (binomial has)");
+  }
+  if (c.kind == ModelKind::constant && sources.size() > 1)
+    throw ConfigError("model.kind constant is a rate per unit of one source; data.sources lists " +
+                      std::to_string(sources.size()));
   if (c.kind == ModelKind::constant && !likelihood_of(s.likelihood).is_count())
     throw ConfigError(
         "model.kind constant is a rate per unit: it needs a count likelihood (poisson, negative_binomial)");
@@ -86,7 +151,7 @@ int thread_count(const Settings& settings, int cli_threads) {
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   if (settings.train.optimizer) return *settings.train.optimizer;
   // A sampled expectation needs fresh draws every step and plain gradient steps.
-  if (model_spec(settings).expectation == Expectation::sample) return Optimizer::adam;
+  if (model_spec(settings).any_sampled()) return Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
@@ -116,6 +181,11 @@ void refuse_overwriting_inputs(const std::string& out_dir, const std::vector<std
   namespace fs = std::filesystem;
   std::vector<std::string> inputs = {data.population.path, data.units.path};
   for (const auto& l : data.covariates) inputs.push_back(l.path);
+  for (const auto& m : data.more_sources) {
+    inputs.push_back(m.units.path);
+    inputs.push_back(m.population.path);
+    for (const auto& l : m.covariates) inputs.push_back(l.path);
+  }
   for (const auto& name : outputs) {
     const fs::path out = fs::weakly_canonical(fs::path(out_dir) / name);
     for (const auto& in : inputs)

@@ -19,6 +19,9 @@ struct Split {
 
 // Seeded split of the dataset's bags; at least one training bag, holdout rounded to the nearest bag.
 Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
+// The same for each source of a joint dataset on its own, so every source is held out in proportion
+// and keeps training units (for one source: split_units(data.num_bags(), ...)).
+Split split_units(const Dataset& data, double holdout_fraction, unsigned long long seed);
 
 ModelSpec model_spec(const Settings& settings);
 Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates);

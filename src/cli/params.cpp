@@ -86,6 +86,18 @@ std::vector<Param> make_params() {
        "Survey points as units (clusters of a prevalence survey): 0 makes a point's bag the grid pixel it falls "
        "in; a positive radius, in the grid CRS's units (degrees for a geographic grid), a disc around it. "
        "Negative: point features are refused."},
+      {"data.sources",
+       T::source_list,
+       "[]",
+       {},
+       -kInf,
+       kInf,
+       "Several data sources in one fit, instead of data.units: a list of maps, each with the data.units keys "
+       "(path, layer, id_field, response_field, trials_field, point_buffer) and name (required with two or more; "
+       "units of the second and later sources are called <name>:<id> in outputs), likelihood (default "
+       "model.likelihood, or binomial with a trials_field), and optionally covariates and population of its own "
+       "(another year of the same covariates, on the same grid; same covariate names). Every source's bags observe "
+       "one latent field under model.link; the first source's units are the primary ones (units.csv lists all)."},
       {"data.grid",
        T::text,
        "population",
@@ -384,6 +396,8 @@ std::string type_name(ParamType t) {
       return "list of numbers";
     case T::layer_list:
       return "list of layers";
+    case T::source_list:
+      return "list of sources";
   }
   return "?";
 }

@@ -7,7 +7,10 @@
 
 namespace vbagg::cli {
 
-enum class ParamType { text, path, integer, real, boolean, choice, real_list, layer_list };
+enum class ParamType { text, path, integer, real, boolean, choice, real_list, layer_list, source_list };
+
+// The keys of one entry of data.sources: the data.units.* keys, plus these.
+inline const std::vector<std::string> kSourceOwnKeys{"name", "likelihood", "covariates", "population"};
 
 struct Param {
   std::string key;  // dotted path, e.g. "model.link"

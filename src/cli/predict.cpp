@@ -258,7 +258,8 @@ void write_map_styles(const std::vector<MapOutput>& outs, const std::string& dir
 
 // What units.csv and units.gpkg say about one unit.
 struct UnitRow {
-  std::string id;
+  std::string id;  // "<source>:<id>" for a unit of a later source
+  int source = 0;
   io::UnitResult result;
 };
 
@@ -280,6 +281,7 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
     rows.push_back({id,
+                    d.source_of(a),
                     {in_train     ? "train"
                      : in_holdout ? "holdout"
                                   : "new",
@@ -289,14 +291,19 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
   return rows;
 }
 
+// `sources`: the source names of a joint fit (a column "source" after the unit; none for one source).
 void write_units_csv(const std::string& path, const std::vector<UnitRow>& rows, const std::string& lower,
-                     const std::string& upper) {
+                     const std::string& upper, const std::vector<std::string>& sources) {
   std::ostringstream s;
   s.precision(10);
-  s << "unit,split,observed,predicted," << lower << "," << upper << ",population,pixels\n";
-  for (const UnitRow& r : rows)
-    s << io::csv_field(r.id) << "," << r.result.split << "," << r.result.observed << "," << r.result.predicted << ","
-      << r.result.lower << "," << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
+  s << "unit," << (sources.empty() ? "" : "source,") << "split,observed,predicted," << lower << "," << upper
+    << ",population,pixels\n";
+  for (const UnitRow& r : rows) {
+    s << io::csv_field(r.id) << ",";
+    if (!sources.empty()) s << io::csv_field(sources[static_cast<size_t>(r.source)]) << ",";
+    s << r.result.split << "," << r.result.observed << "," << r.result.predicted << "," << r.result.lower << ","
+      << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
+  }
   io::write_text_atomic(path, s.str());
 }
 
@@ -331,12 +338,21 @@ void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const 
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
   const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads);
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
-  write_units_csv(dir + "/units.csv", rows, lower, upper);
-  std::map<std::string, io::UnitResult> results;
-  for (const UnitRow& r : rows) results[r.id] = r.result;
+  write_units_csv(dir + "/units.csv", rows, lower, upper, built.sources);
+  // One layer per source, named by the source (one source: "units"); rows of later sources carry
+  // "<source>:" before their ids.
   const io::DataConfig data = m.config.data_config();
-  write_units_geopackage(data.units, dir + "/units.gpkg", lower, upper, results,
-                         styles ? unit_styles(rows) : std::vector<io::LayerStyle>{});
+  std::vector<io::UnitsLayer> layers{{data.more_sources.empty() ? "units" : data.units.name, data.units, {}, {}}};
+  for (const auto& more : data.more_sources) layers.push_back({more.units.name, more.units, {}, {}});
+  std::vector<std::vector<UnitRow>> per_layer(layers.size());
+  for (const UnitRow& r : rows) {
+    const auto k = static_cast<size_t>(r.source);
+    per_layer[k].push_back(r);
+    layers[k].results[k == 0 ? r.id : r.id.substr(layers[k].name.size() + 1)] = r.result;
+  }
+  for (size_t k = 0; k < layers.size(); ++k)
+    if (styles && !per_layer[k].empty()) layers[k].styles = unit_styles(per_layer[k]);
+  write_units_geopackage(dir + "/units.gpkg", lower, upper, layers);
 }
 
 }  // namespace

@@ -16,12 +16,14 @@ unsigned long long draw_seed(Index bag) { return 1000 + static_cast<unsigned lon
 class GpPredictor final : public Predictor {
  public:
   GpPredictor(const Model& model, bool posterior, bool same_units)
-      : model_(model), posterior_(posterior), same_units_(same_units) {}
+      : model_(model), posterior_(posterior), same_units_(same_units) {
+    for (Index s = 0; s < model.spec.num_sources(); ++s) views_.push_back(model.for_source(s));
+  }
 
   bool has_posterior() const override { return posterior_; }
   bool has_latent() const override { return true; }
   bool needs_pixel_units() const override { return false; }
-  bool counts() const override { return likelihood_of(model_.spec.likelihood).is_count(); }
+  bool counts(int source) const override { return likelihood_of(model_.spec.source(source).likelihood).is_count(); }
 
   Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const override {
     return predicted_bag_totals(model_, d, bags, threads, same_units_);
@@ -30,9 +32,10 @@ class GpPredictor final : public Predictor {
   Vector unit_draws(const Dataset& d, Index a, int samples) const override {
     const Index b = d.bag_begin(a), n = d.bag_size(a);
     const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-    const UnitEffectMoments unit = bag_unit_effects(model_, d, {a}, 1, same_units_)[0];
+    const Model& view = view_of(d, a);
+    const UnitEffectMoments unit = bag_unit_effects(view, d, {a}, 1, same_units_)[0];
     Vector draws =
-        bag_predictive_draws(model_, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit, d.trials_of(a));
+        bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit, d.trials_of(a));
     std::sort(draws.data(), draws.data() + draws.size());
     return draws;
   }
@@ -41,7 +44,8 @@ class GpPredictor final : public Predictor {
   // every other likelihood by its own predictive density.
   double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                       int threads) const override {
-    if (model_.spec.likelihood == LikelihoodKind::poisson && !model_.spec.unit_effect) {
+    if (model_.spec.num_sources() == 1 && model_.spec.likelihood == LikelihoodKind::poisson &&
+        !model_.spec.unit_effect) {
       Vector y(static_cast<Index>(bags.size()));
       for (size_t k = 0; k < bags.size(); ++k) y[static_cast<Index>(k)] = d.response[bags[k]];
       return bag_poisson_nll(y, totals).mean;
@@ -55,7 +59,13 @@ class GpPredictor final : public Predictor {
   }
 
  private:
+  // The model as the bag's source sees it (its likelihood, parameters and unit effect).
+  const Model& view_of(const Dataset& d, Index a) const {
+    return views_[model_.spec.num_sources() == 1 ? 0 : static_cast<size_t>(d.source_of(a))];
+  }
+
   Model model_;
+  std::vector<Model> views_;
   bool posterior_, same_units_;
 };
 
@@ -67,7 +77,7 @@ class ConstantPredictor final : public Predictor {
   bool has_posterior() const override { return false; }
   bool has_latent() const override { return false; }
   bool needs_pixel_units() const override { return true; }
-  bool counts() const override { return true; }
+  bool counts(int) const override { return true; }
 
   Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int) const override {
     const Vector P = d.bag_weights();

@@ -23,8 +23,9 @@ class Predictor {
   virtual bool has_latent() const = 0;
   // predict_pixels reads the unit holding each pixel (and no inputs).
   virtual bool needs_pixel_units() const = 0;
-  // Its bag observations are counts, so the Poisson constant baseline is comparable.
-  virtual bool counts() const = 0;
+  // The bag observations of source `source` (0: the first or only) are counts, so the Poisson
+  // constant baseline is comparable.
+  virtual bool counts(int source = 0) const = 0;
 
   // Predicted totals of the listed bags of d (inputs in the model's order, standardised).
   virtual Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const = 0;

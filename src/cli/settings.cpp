@@ -69,6 +69,15 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.predict.qgis_style = r.text("predict.style") == "qgis";
   s.output_dir = r.path("output.dir");
   s.trials_field = config.text("data.units.trials_field");
+  const YAML::Node sources = config.root()["data"]["sources"];
+  for (size_t i = 0; sources && sources.IsSequence() && i < sources.size(); ++i) {
+    const YAML::Node e = sources[i];
+    Settings::Source src;
+    src.name = e["name"] ? e["name"].as<std::string>() : "";
+    if (e["likelihood"]) src.likelihood = parse_likelihood(e["likelihood"].as<std::string>());
+    src.trials = e["trials_field"] && !e["trials_field"].as<std::string>().empty();
+    s.sources.push_back(src);
+  }
   return s;
 }
 

@@ -44,6 +44,13 @@ struct Settings {
   } predict;
   std::string output_dir;    // absolute
   std::string trials_field;  // data.units.trials_field: binomial data
+  // data.sources, as far as the model depends on them (empty: data.units is the one source).
+  struct Source {
+    std::string name;
+    std::optional<LikelihoodKind> likelihood;  // nullopt: model.likelihood, binomial with trials
+    bool trials = false;                       // has a trials_field
+  };
+  std::vector<Source> sources;
 };
 
 // Reads every model.*, train.*, predict.* and output.* key of `config`; `keys`, when given,

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <memory>
 #include <sstream>
 
 #include "app.hpp"
@@ -44,55 +45,64 @@ void write_field(const std::string& path, const io::Grid& grid, const Vector& va
   w.finish();
 }
 
-// Polygonizes the unit index raster into a GeoPackage layer "units" with fields ID and cases.
-void write_units(const std::string& path, const io::Grid& grid, const Country& c) {
+// Each value 0..count-1 of an index raster as one multipolygon (a discrete Voronoi cell can touch
+// itself only diagonally, so a cell may be several polygons).
+std::vector<OGRMultiPolygon> polygons_of(const io::Grid& grid, const std::vector<int>& index, int count,
+                                         OGRSpatialReference& srs) {
   GDALDriver* mem = GetGDALDriverManager()->GetDriverByName("MEM");
   io::DatasetPtr raster(mem->Create("", grid.width, grid.height, 1, GDT_Int32, nullptr));
   double gt[6];
   for (int k = 0; k < 6; ++k) gt[k] = grid.transform[static_cast<size_t>(k)];
   raster->SetGeoTransform(gt);
   raster->SetProjection(grid.crs_wkt.c_str());
-  std::vector<int> ids(c.unit_of_pixel);
+  std::vector<int> ids(index);
   if (raster->GetRasterBand(1)->RasterIO(GF_Write, 0, 0, grid.width, grid.height, ids.data(), grid.width, grid.height,
                                          GDT_Int32, 0, 0) != CE_None)
     throw DataError("cannot rasterize the synthetic units: " + io::gdal_error());
-  // Polygonize into memory, then gather each unit's polygons (a discrete Voronoi cell can touch
-  // itself only diagonally) into one multipolygon feature.
   GDALDriver* memv = GetGDALDriverManager()->GetDriverByName("Memory");
   io::DatasetPtr tmp(memv->Create("", 0, 0, 0, GDT_Unknown, nullptr));
-  OGRSpatialReference srs(*raster->GetSpatialRef());
+  srs = *raster->GetSpatialRef();
   OGRLayer* poly = tmp->CreateLayer("poly", &srs, wkbPolygon, nullptr);
-  OGRFieldDefn index("unit", OFTInteger);
-  poly->CreateField(&index);
+  OGRFieldDefn field("unit", OFTInteger);
+  poly->CreateField(&field);
   if (GDALPolygonize(raster->GetRasterBand(1), nullptr, OGRLayer::ToHandle(poly), 0, nullptr, nullptr, nullptr) !=
       CE_None)
     throw DataError("cannot polygonize the synthetic units: " + io::gdal_error());
-  std::vector<OGRMultiPolygon> parts(static_cast<size_t>(c.counts.size()));
+  std::vector<OGRMultiPolygon> parts(static_cast<size_t>(count));
   poly->ResetReading();
   for (auto& f : *poly) parts[static_cast<size_t>(f->GetFieldAsInteger(0))].addGeometry(f->GetGeometryRef());
+  return parts;
+}
 
+// One GeoPackage layer: a text ID and integer fields per feature, with its geometry.
+struct Layer {
+  std::string name;
+  OGRwkbGeometryType type;
+  std::vector<std::string> ids;
+  std::vector<std::pair<std::string, Vector>> fields;
+  std::vector<std::unique_ptr<OGRGeometry>> geometries;
+};
+
+void write_layer(const std::string& path, OGRSpatialReference& srs, const Layer& l) {
   io::AtomicOutput out(path);
   GDALDriver* gpkg = GetGDALDriverManager()->GetDriverByName("GPKG");
   {
     io::DatasetPtr vec(gpkg->Create(out.temp_path().c_str(), 0, 0, 0, GDT_Unknown, nullptr));
     if (!vec) throw DataError("cannot create '" + path + "': " + io::gdal_error());
-    OGRLayer* layer = vec->CreateLayer("units", &srs, wkbMultiPolygon, nullptr);
-    OGRFieldDefn id("ID", OFTString), cases("cases", OFTInteger64), tested("tested", OFTInteger64),
-        positive("positive", OFTInteger64);
+    OGRLayer* layer = vec->CreateLayer(l.name.c_str(), &srs, l.type, nullptr);
+    OGRFieldDefn id("ID", OFTString);
     layer->CreateField(&id);
-    layer->CreateField(&cases);
-    layer->CreateField(&tested);
-    layer->CreateField(&positive);
+    for (const auto& [name, values] : l.fields) {
+      OGRFieldDefn f(name.c_str(), OFTInteger64);
+      layer->CreateField(&f);
+    }
     if (layer->StartTransaction() != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
-    for (size_t u = 0; u < parts.size(); ++u) {
+    for (size_t u = 0; u < l.ids.size(); ++u) {
       OGRFeature f(layer->GetLayerDefn());
-      char name[32];
-      std::snprintf(name, sizeof name, "U%03zu", u + 1);
-      f.SetField(0, name);
-      f.SetField(1, static_cast<GIntBig>(c.counts[static_cast<Index>(u)]));
-      f.SetField(2, static_cast<GIntBig>(c.tested[static_cast<Index>(u)]));
-      f.SetField(3, static_cast<GIntBig>(c.positives[static_cast<Index>(u)]));
-      f.SetGeometry(&parts[u]);
+      f.SetField(0, l.ids[u].c_str());
+      for (size_t k = 0; k < l.fields.size(); ++k)
+        f.SetField(static_cast<int>(k + 1), static_cast<GIntBig>(l.fields[k].second[static_cast<Index>(u)]));
+      f.SetGeometry(l.geometries[u].get());
       if (layer->CreateFeature(&f) != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
     }
     if (layer->CommitTransaction() != OGRERR_NONE) throw DataError("cannot write '" + path + "': " + io::gdal_error());
@@ -100,17 +110,84 @@ void write_units(const std::string& path, const io::Grid& grid, const Country& c
   out.commit();
 }
 
-// The run configuration of the case counts, or (prevalence) of the survey's positives among
-// those tested with the binomial model.
-std::string country_config(const Country& c, bool prevalence) {
+std::string numbered(const char* prefix, size_t k, int digits) {
+  char name[32];
+  std::snprintf(name, sizeof name, "%s%0*zu", prefix, digits, k + 1);
+  return name;
+}
+
+// units.gpkg (the units with cases, the unit survey and their province), provinces.gpkg (each
+// province's count) and clusters.gpkg (the survey clusters as points at their pixels' centres).
+void write_vectors(const std::string& dir, const io::Grid& grid, const Country& c) {
+  OGRSpatialReference srs;
+  const int units = static_cast<int>(c.counts.size()), provinces = static_cast<int>(c.province_counts.size());
+  std::vector<OGRMultiPolygon> unit_parts = polygons_of(grid, c.unit_of_pixel, units, srs);
+  Layer u{"units", wkbMultiPolygon, {}, {}, {}};
+  Vector province(units);
+  for (int k = 0; k < units; ++k) {
+    u.ids.push_back(numbered("U", static_cast<size_t>(k), 3));
+    u.geometries.push_back(std::make_unique<OGRMultiPolygon>(unit_parts[static_cast<size_t>(k)]));
+    province[k] = c.province_of_unit[static_cast<size_t>(k)] + 1;
+  }
+  u.fields = {{"cases", c.counts}, {"tested", c.tested}, {"positive", c.positives}, {"province", province}};
+  write_layer(dir + "/units.gpkg", srs, u);
+
+  std::vector<int> province_of_pixel(c.unit_of_pixel.size());
+  for (size_t i = 0; i < province_of_pixel.size(); ++i)
+    province_of_pixel[i] = c.province_of_unit[static_cast<size_t>(c.unit_of_pixel[i])];
+  std::vector<OGRMultiPolygon> province_parts = polygons_of(grid, province_of_pixel, provinces, srs);
+  Layer p{"provinces", wkbMultiPolygon, {}, {{"cases", c.province_counts}}, {}};
+  for (int k = 0; k < provinces; ++k) {
+    p.ids.push_back(numbered("P", static_cast<size_t>(k), 2));
+    p.geometries.push_back(std::make_unique<OGRMultiPolygon>(province_parts[static_cast<size_t>(k)]));
+  }
+  write_layer(dir + "/provinces.gpkg", srs, p);
+
+  Layer cl{"clusters", wkbPoint, {}, {{"tested", c.cluster_tested}, {"positive", c.cluster_positives}}, {}};
+  for (size_t k = 0; k < c.cluster_pixel.size(); ++k) {
+    const Index i = c.cluster_pixel[k];
+    const double col = static_cast<double>(i % c.width) + 0.5, row = static_cast<double>(i / c.width) + 0.5;
+    const auto& t = grid.transform;
+    cl.ids.push_back(numbered("C", k, 3));
+    cl.geometries.push_back(std::make_unique<OGRPoint>(t[0] + col * t[1] + row * t[2], t[3] + col * t[4] + row * t[5]));
+  }
+  write_layer(dir + "/clusters.gpkg", srs, cl);
+}
+
+// The rasters every configuration of the country shares.
+std::string country_layers(const Country& c) {
   std::ostringstream s;
   s << "# Written by vbagg-simulate --kind country. Paths are relative to this file.\n"
     << "data:\n  covariates:\n";
   for (const auto& n : c.covariate_names) s << "    - path: " << n << ".tif\n";
-  s << "  population:\n    path: population.tif\n"
-    << "  units:\n    path: units.gpkg\n    id_field: ID\n";
+  s << "  population:\n    path: population.tif\n";
+  return s.str();
+}
+
+// The run configuration of the case counts, or (prevalence) of the survey's positives among
+// those tested with the binomial model.
+std::string country_config(const Country& c, bool prevalence) {
+  std::ostringstream s;
+  s << country_layers(c) << "  units:\n    path: units.gpkg\n    id_field: ID\n";
   if (!prevalence) return s.str() + "    response_field: cases\n";
   s << "    response_field: positive\n    trials_field: tested\n"
+    << "model:\n  likelihood: binomial\n";
+  return s.str();
+}
+
+// Joint fits of several sources: the units' and the provinces' counts (counts.yaml), or the survey
+// clusters and the units' survey (survey.yaml).
+std::string sources_config(const Country& c, bool survey) {
+  std::ostringstream s;
+  s << country_layers(c) << "  sources:\n";
+  if (!survey) {
+    s << "    - { name: units, path: units.gpkg, id_field: ID, response_field: cases }\n"
+      << "    - { name: provinces, path: provinces.gpkg, id_field: ID, response_field: cases }\n";
+    return s.str();
+  }
+  s << "    - { name: clusters, path: clusters.gpkg, id_field: ID, response_field: positive, trials_field: tested, "
+       "point_buffer: 0 }\n"
+    << "    - { name: units, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested }\n"
     << "model:\n  likelihood: binomial\n";
   return s.str();
 }
@@ -126,10 +203,12 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
     write_field(dir + "/" + c.covariate_names[k] + ".tif", grid, c.covariates[k], c.covariate_names[k], "");
   write_field(dir + "/population.tif", grid, c.population, "population", "people");
   write_field(dir + "/truth_intensity.tif", grid, c.intensity, "true intensity", "cases per person");
-  write_units(dir + "/units.gpkg", grid, c);
+  write_vectors(dir, grid, c);
   write_field(dir + "/truth_prevalence.tif", grid, c.prevalence, "true prevalence", "prevalence (proportion positive)");
   io::write_text_atomic(dir + "/data.yaml", country_config(c, false));
   io::write_text_atomic(dir + "/prevalence.yaml", country_config(c, true));
+  io::write_text_atomic(dir + "/counts.yaml", sources_config(c, false));
+  io::write_text_atomic(dir + "/survey.yaml", sources_config(c, true));
   spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}",
                o.width, o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
 }
@@ -158,9 +237,11 @@ void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
 
 int simulate_main(int argc, char** argv) {
   CLI::App app(
-      "Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs, a units "
-      "GeoPackage with case counts and a prevalence survey, the true intensity and prevalence, and data.yaml and "
-      "prevalence.yaml to train on) or the swiss-roll "
+      "Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs; units.gpkg with "
+      "case counts and a prevalence survey per unit, provinces.gpkg with coarser units' counts, clusters.gpkg with "
+      "survey clusters as points; the true intensity and prevalence; and data.yaml, prevalence.yaml, counts.yaml "
+      "(units and provinces in one fit) and survey.yaml (clusters and the units' survey) to train on) or the "
+      "swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");
   std::string kind, out, size = "160x120";

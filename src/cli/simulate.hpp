@@ -9,8 +9,10 @@
 namespace vbagg::cli {
 
 // Covariate and population GeoTIFFs, units.gpkg with case counts and a prevalence survey (tested,
-// positive), truth_intensity.tif and truth_prevalence.tif, and the configurations to train on
-// them: data.yaml (counts) and prevalence.yaml (the binomial model).
+// positive), provinces.gpkg (coarser units with counts of their own), clusters.gpkg (survey
+// clusters as points), truth_intensity.tif and truth_prevalence.tif, and the configurations to
+// train on them: data.yaml (counts), prevalence.yaml (the binomial model), counts.yaml (units and
+// provinces jointly) and survey.yaml (clusters and the units' survey jointly).
 void simulate_country(const std::string& dir, const CountryOptions& options);
 // pixels.csv and bags.csv of the swiss-roll bag problem.
 void simulate_swissroll(const std::string& dir, const SwissRollOptions& options);

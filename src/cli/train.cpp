@@ -39,8 +39,7 @@ std::string run_train(const TrainArgs& args) {
     io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
     spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);
   }
-  const Split split =
-      split_units(built.dataset.num_bags(), settings.train.holdout_fraction, settings.train.holdout_seed);
+  const Split split = split_units(built.dataset, settings.train.holdout_fraction, settings.train.holdout_seed);
   TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
   // Data paths relative to the run folder where they share its tree: the folder moves with them.
   run.file.config = config.resolved_node(out_dir);

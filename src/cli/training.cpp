@@ -8,6 +8,7 @@
 
 #include "app.hpp"
 #include "core/baselines.hpp"
+#include "core/likelihood.hpp"
 #include "core/predict.hpp"
 #include "core/standardize.hpp"
 
@@ -40,6 +41,22 @@ void log_fixed_effects(const Model& model, const std::vector<std::string>& covar
   std::string text = "intercept " + one(0);
   for (Index k = 1; k < e.mean.size(); ++k) text += ", " + covariates[static_cast<size_t>(k - 1)] + " " + one(k);
   spdlog::info("fixed effects ({}): {}", to_string(model.spec.fixed_effects), text);
+}
+
+// Each source's own fitted parameters (dispersion, noise, unit-effect sd), by name.
+void log_source_parameters(const Model& model) {
+  for (Index s = 0; s < model.spec.num_sources(); ++s) {
+    const Model v = model.for_source(s);
+    std::string text;
+    const auto names = likelihood_of(v.spec.likelihood).param_names();
+    for (size_t k = 0; k < names.size(); ++k)
+      text +=
+          fmt::format("{}{} {:.4g}", text.empty() ? "" : ", ", names[k], v.likelihood_params[static_cast<Index>(k)]);
+    if (v.spec.unit_effect)
+      text += fmt::format("{}unit effect sd {:.3g}", text.empty() ? "" : ", ", std::exp(v.unit_effect.log_sd));
+    if (!text.empty())
+      spdlog::info("{}{}", v.spec.source_name.empty() ? "" : "source '" + v.spec.source_name + "': ", text);
+  }
 }
 
 // The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
@@ -87,6 +104,13 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads",
                to_string(kind), to_string(spec.likelihood), to_string(spec.link), d.num_pixels(), d.num_inputs(),
                model.num_inducing(), threads);
+  for (Index s = 0; s < spec.num_sources() && spec.num_sources() > 1; ++s) {
+    const SourceSpec src = spec.source(s);
+    Index units = 0;
+    for (Index a : split.train) units += d.source_of(a) == s ? 1 : 0;
+    spdlog::info("source '{}': {} training units, {} likelihood, {} expectation{}", src.name, units,
+                 to_string(src.likelihood), to_string(src.expectation), src.unit_effect ? ", unit effect" : "");
+  }
   result = fit(model, d, split.train, split.holdout, fo);
   progress.finish();
   spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
@@ -97,6 +121,7 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);
   log_fixed_effects(model, built.covariates);
+  log_source_parameters(model);
   file.model = std::move(model);
 }
 

@@ -41,6 +41,7 @@ Dataset collapse_bags(const Dataset& data) {
   c.coverage = Vector::Ones(data.num_bags());
   c.response = data.response;
   c.trials = data.trials;
+  c.source = data.source;
   c.input_names = data.input_names;
   c.bag_ids = data.bag_ids;
   c.offsets.resize(static_cast<size_t>(data.num_bags()) + 1);

@@ -1,5 +1,6 @@
 #include "country.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -29,6 +30,68 @@ Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
   f.array() -= f.mean();
   f /= std::sqrt(f.squaredNorm() / static_cast<double>(f.size()));
   return f;
+}
+
+// Provinces group the units by the nearest province seed to each unit's seed; their counts come
+// from a stream of their own, so the rest of the country is unchanged by them.
+void add_provinces(Country& c, const CountryOptions& o, const std::vector<double>& sx, const std::vector<double>& sy,
+                   const Vector& unit_rate) {
+  std::mt19937_64 rng(o.seed ^ 0x2545f4914f6cdd1dULL);
+  std::uniform_real_distribution<double> unif(0, 1);
+  std::normal_distribution<double> normal;
+  const int P = std::min(o.units, std::max(2, o.units / 6));
+  std::vector<double> px(static_cast<size_t>(P)), py(static_cast<size_t>(P));
+  // Province seeds at distinct unit seeds, so no province is empty.
+  std::vector<int> pick(static_cast<size_t>(o.units));
+  for (int u = 0; u < o.units; ++u) pick[static_cast<size_t>(u)] = u;
+  for (int p = 0; p < P; ++p) {
+    const int k = p + static_cast<int>(unif(rng) * (o.units - p));
+    std::swap(pick[static_cast<size_t>(p)], pick[static_cast<size_t>(k)]);
+    px[static_cast<size_t>(p)] = sx[static_cast<size_t>(pick[static_cast<size_t>(p)])];
+    py[static_cast<size_t>(p)] = sy[static_cast<size_t>(pick[static_cast<size_t>(p)])];
+  }
+  c.province_of_unit.assign(static_cast<size_t>(o.units), 0);
+  Vector rate = Vector::Zero(P);
+  for (int u = 0; u < o.units; ++u) {
+    double best = 1e300;
+    for (int p = 0; p < P; ++p) {
+      const double dx = sx[static_cast<size_t>(u)] - px[static_cast<size_t>(p)],
+                   dy = sy[static_cast<size_t>(u)] - py[static_cast<size_t>(p)];
+      if (dx * dx + dy * dy < best) {
+        best = dx * dx + dy * dy;
+        c.province_of_unit[static_cast<size_t>(u)] = p;
+      }
+    }
+    rate[c.province_of_unit[static_cast<size_t>(u)]] += unit_rate[u];
+  }
+  c.province_counts.resize(P);
+  for (int p = 0; p < P; ++p) {
+    const double sd = o.unit_noise_sd, u = sd > 0 ? -0.5 * sd * sd + sd * normal(rng) : 0.0;
+    c.province_counts[p] = static_cast<double>(std::poisson_distribution<long long>(rate[p] * std::exp(u))(rng));
+  }
+}
+
+// Survey clusters at pixels drawn in proportion to population, from a stream of their own.
+void add_clusters(Country& c, const CountryOptions& o) {
+  std::mt19937_64 rng(o.seed ^ 0x7f4a7c159e3779b9ULL);
+  std::uniform_real_distribution<double> unif(0, 1);
+  const Index N = c.population.size();
+  Vector cumulative(N);
+  double total = 0;
+  for (Index i = 0; i < N; ++i) cumulative[i] = total += c.population[i];
+  const int clusters = 2 * o.units;
+  c.cluster_pixel.resize(static_cast<size_t>(clusters));
+  c.cluster_tested.resize(clusters);
+  c.cluster_positives.resize(clusters);
+  for (int k = 0; k < clusters; ++k) {
+    const double r = unif(rng) * total;
+    const Index i =
+        std::min<Index>(N - 1, std::upper_bound(cumulative.data(), cumulative.data() + N, r) - cumulative.data());
+    c.cluster_pixel[static_cast<size_t>(k)] = i;
+    c.cluster_tested[k] = std::floor(20 + 21 * unif(rng));
+    c.cluster_positives[k] = static_cast<double>(
+        std::binomial_distribution<long long>(static_cast<long long>(c.cluster_tested[k]), c.prevalence[i])(rng));
+  }
 }
 
 }  // namespace
@@ -131,6 +194,8 @@ Country make_country(const CountryOptions& o) {
     infected[u] += c.population[i] * c.prevalence[i];
     people[u] += c.population[i];
   }
+  add_provinces(c, o, sx, sy, rate);
+  add_clusters(c, o);
   std::mt19937_64 survey_rng(o.seed ^ 0x5bd1e9955bd1e995ULL);
   c.tested.resize(o.units);
   c.positives.resize(o.units);

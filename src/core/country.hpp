@@ -33,6 +33,15 @@ struct Country {
   // positives ~ Binomial(tested, population-weighted mean prevalence of the unit).
   Vector prevalence, tested, positives;
   std::vector<double> beta;  // true coefficients of the standardised covariates
+  // Coarser units over the same country: each unit lies in the province of the nearest of
+  // max(2, units / 6) province seeds, and each province reports its own count (another year's:
+  // y_p ~ Poisson(e^{u_p} sum of its pixels' p_i lambda_i), u_p like u_a).
+  std::vector<int> province_of_unit;
+  Vector province_counts;
+  // A cluster survey (as household surveys sample): twice as many clusters as units, each at a pixel
+  // drawn by population, tested 20 to 40 people, positives ~ Binomial(tested, prevalence there).
+  std::vector<Index> cluster_pixel;
+  Vector cluster_tested, cluster_positives;
 };
 
 // Deterministic for a seed. Coordinates of the fields are in pixel units.

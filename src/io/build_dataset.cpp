@@ -30,11 +30,12 @@ struct Layer {
   std::vector<std::string> names;  // one per band
 };
 
-// The reference grid's source path: 'population', a covariate name, or a raster path.
 // Units whose numbers should be checked before they are trusted: those covering fewer than a few
 // pixels (their population is a share of pixels they barely touch), and those whose observed
 // rate is far above the median unit's (often the same units: their population is diluted).
-std::vector<std::string> implausible_units(const BuiltData& b) {
+// `points`: the units are survey points (data.units.point_buffer set), one pixel or a small disc by
+// design, so their size is not suspect.
+std::vector<std::string> implausible_units(const BuiltData& b, bool points) {
   constexpr double kFewPixels = 4, kRateRatio = 10;
   const Dataset& d = b.dataset;
   const Vector P = d.exposures();  // people, or the number tested of a survey
@@ -52,7 +53,7 @@ std::vector<std::string> implausible_units(const BuiltData& b) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
     const double pixels = d.coverage.segment(d.bag_begin(a), d.bag_size(a)).sum();
     char text[160];
-    if (pixels < kFewPixels) {
+    if (pixels < kFewPixels && !points) {
       small.push_back(id);
       if (pixels < smallest) {
         smallest = pixels;
@@ -238,7 +239,7 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
   Index pos = 0;
   for (size_t u = 0; u < units.units.size(); ++u) {
     Unit& unit = units.units[u];
-    UnitSummary summary{unit.id, unit.response, 0, 0, 0.0};
+    UnitSummary summary{unit.id, 0, unit.response, 0, 0, 0.0};
     if (!unit.problems.empty()) continue;
     const Index unit_start = pos;
     const auto& sh = shares[u];
@@ -390,21 +391,12 @@ void drop_constant_covariates(const Covariates& covs, BuiltData& out) {
   if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
 }
 
-}  // namespace
-
-BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
-  ensure_gdal_registered();
+// One source's units on the grid already in `out`: read, assigned and gathered into out.dataset,
+// with every check but the constant covariates (which need every source's pixels). Returns the
+// source's covariate layers.
+Covariates gather_source(const DataConfig& config, const std::string& base_dir, BuiltData& out) {
   const Sources src = resolved_sources(config, base_dir);
-  BuiltData out;
-  out.grid_path = reference_grid_path(config, base_dir);
-  out.grid = working_grid(config, base_dir);
-  const std::string refined = config.grid_refine > 1
-                                  ? ", each pixel divided into " + std::to_string(config.grid_refine) + " x " +
-                                        std::to_string(config.grid_refine)
-                                  : "";
-  out.notes.push_back("reference grid '" + out.grid_path + "'" + refined + ": " + out.grid.describe());
-
-  const Covariates covs = open_covariates(src.covariates, out);
+  Covariates covs = open_covariates(src.covariates, out);
   const std::unique_ptr<AlignedLayer> population = open_population(src.population, out);
   UnitsRead units = read_units(src.units, out.grid);
   out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
@@ -415,9 +407,77 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
   const MissingCounts missing = gather_pixels(units, shares, covs, *population, config, out);
   name_empty_layers(missing, covs, src.population.path, out);
   settle_bad_units(units, config, src.units.path, out);
+  out.warnings = implausible_units(out, config.units.point_buffer >= 0);
+  return covs;
+}
+
+// The configuration of source s >= 1 on its own: its units, its covariates and population when it
+// has them, on the first source's reference grid.
+DataConfig source_config(const DataConfig& config, size_t s, const std::string& base_dir) {
+  const SourceConfig& more = config.more_sources[s - 1];
+  DataConfig c = config;
+  c.more_sources.clear();
+  c.grid = reference_grid_path(config, base_dir);
+  c.units = more.units;
+  if (!more.covariates.empty()) c.covariates = more.covariates;
+  if (!more.population.path.empty()) c.population = more.population;
+  return c;
+}
+
+// Appends a later source's gathered units to the first source's: ids prefixed with the source's
+// name, its notes, dropped units and warnings named after it.
+void append_source(BuiltData& out, BuiltData part, int s, std::vector<Dataset>& parts) {
+  const std::string name = out.sources[static_cast<size_t>(s)];
+  for (auto& id : part.dataset.bag_ids) id = name + ":" + id;
+  for (auto& u : part.units) {
+    u.id = name + ":" + u.id;
+    u.source = s;
+  }
+  for (auto& d : part.dropped) d.id = name + ":" + d.id;
+  out.units.insert(out.units.end(), part.units.begin(), part.units.end());
+  out.cell.insert(out.cell.end(), part.cell.begin(), part.cell.end());
+  out.dropped.insert(out.dropped.end(), part.dropped.begin(), part.dropped.end());
+  for (const auto& n : part.notes) out.notes.push_back("source '" + name + "': " + n);
+  for (const auto& w : part.warnings) out.warnings.push_back("source '" + name + "': " + w);
+  parts.push_back(std::move(part.dataset));
+}
+
+}  // namespace
+
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
+  ensure_gdal_registered();
+  BuiltData out;
+  out.grid_path = reference_grid_path(config, base_dir);
+  out.grid = working_grid(config, base_dir);
+  const std::string refined = config.grid_refine > 1
+                                  ? ", each pixel divided into " + std::to_string(config.grid_refine) + " x " +
+                                        std::to_string(config.grid_refine)
+                                  : "";
+  out.notes.push_back("reference grid '" + out.grid_path + "'" + refined + ": " + out.grid.describe());
+
+  const Covariates covs = gather_source(config, base_dir, out);
+  if (!config.more_sources.empty()) {
+    out.sources.push_back(config.units.name);
+    for (const auto& m : config.more_sources) out.sources.push_back(m.units.name);
+    if (!config.units.name.empty())
+      for (auto& w : out.warnings) w = "source '" + config.units.name + "': " + w;
+    std::vector<Dataset> parts{std::move(out.dataset)};
+    for (size_t s = 1; s <= config.more_sources.size(); ++s) {
+      BuiltData part;
+      part.grid = out.grid;
+      part.grid_path = out.grid_path;
+      const DataConfig c = source_config(config, s, base_dir);
+      const Covariates own = gather_source(c, base_dir, part);
+      if (own.names != covs.names)
+        throw DataError("source '" + out.sources[s] + "' has the covariates " + listed_ids(own.names) +
+                        " but the first source " + listed_ids(covs.names) +
+                        ": every source needs the same covariates, in the same order");
+      append_source(out, std::move(part), static_cast<int>(s), parts);
+    }
+    out.dataset = join_sources(parts);
+  }
   drop_constant_covariates(covs, out);
   out.dataset.validate();
-  out.warnings = implausible_units(out);
   return out;
 }
 

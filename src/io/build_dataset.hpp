@@ -13,7 +13,8 @@
 namespace vbagg::io {
 
 struct UnitSummary {
-  std::string id;
+  std::string id;  // <source>:<id> for a unit of the second or a later source of data.sources
+  int source = 0;  // index into data.sources (0: data.units or the first source)
   double response = 0;
   Index pixels = 0;          // pixels kept
   Index dropped_pixels = 0;  // assigned pixels dropped for a missing covariate or population
@@ -28,13 +29,17 @@ struct BuiltData {
   Index num_coordinates = 0;            // 0, 2 (projected, km) or 3 (geographic, chordal km)
   std::vector<std::int64_t> cell;       // row * width + col of every dataset pixel
   std::vector<UnitSummary> units;       // the units kept, in dataset bag order
+  std::vector<std::string> sources;     // names of data.sources, in order (empty: one source)
   std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
   std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
   std::vector<std::string> warnings;    // units whose numbers look wrong: too small, implausible rates
 };
 
 // Resolves relative paths against base_dir, aligns every layer to the reference grid, assigns
-// pixels to units and gathers the pixel table. Throws ConfigError for settings, DataError for
+// pixels to units and gathers the pixel table. With several sources (DataConfig::more_sources),
+// each source's units are read and assigned in turn, on the first source's reference grid, and their
+// bags follow the first source's in the dataset (Dataset::source); a later source's unit ids are
+// prefixed with its name, "<source>:<id>", so ids stay unique. Throws ConfigError for settings, DataError for
 // data: a covariate or population with no data over the units is named with its path, and units
 // that cannot be used (on_bad_unit: stop) throw UnusableUnits, grouped by reason.
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "");

@@ -33,6 +33,10 @@ struct UnitsSpec {
   // Survey points as units: below 0 points are refused; 0 makes a point's bag the grid pixel it
   // falls in; above 0 a disc of this radius around it (in the grid CRS's units).
   double point_buffer = -1;
+  // The source's name in a joint fit of several sources (data.sources), empty for one source.
+  std::string name;
+  // Its likelihood's name (empty: model.likelihood, or binomial when trials_field is set).
+  std::string likelihood;
 };
 
 enum class PixelAssignment { centre, all_touched, fraction };
@@ -48,10 +52,19 @@ std::vector<std::string> resampling_names();
 // Throws ConfigError listing them for any other name.
 void check_resampling(const std::string& name, const std::string& where);
 
+// A further source of a joint fit: its units and, when given, covariates and population of its own
+// (another year of the same covariates on the same grid); empty means the first source's.
+struct SourceConfig {
+  UnitsSpec units;
+  std::vector<LayerSpec> covariates;
+  LayerSpec population;
+};
+
 struct DataConfig {
   std::vector<LayerSpec> covariates;
   LayerSpec population{"", "population", kPopulationResampling};
-  UnitsSpec units;
+  UnitsSpec units;  // the only source, or the first of data.sources
+  std::vector<SourceConfig> more_sources;
   std::string grid = "population";  // 'population', a covariate name, or a raster path
   int grid_refine = 1;              // the working grid divides each reference pixel into k x k
   PixelAssignment pixel_assignment = PixelAssignment::fraction;

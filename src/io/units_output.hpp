@@ -24,13 +24,20 @@ struct LayerStyle {
   bool use_as_default = false;
 };
 
-// Writes `path` atomically: layer "units" with every feature of `source` (geometry and CRS as
-// they are) and the fields id, split, observed, predicted, <lower_field>, <upper_field>,
+// One layer of the GeoPackage: a source's features and their results, by the source's own ids.
+struct UnitsLayer {
+  std::string name;  // "units" for a single source, else the source's name
+  UnitsSpec source;
+  std::map<std::string, UnitResult> results;
+  std::vector<LayerStyle> styles;
+};
+
+// Writes `path` atomically: per UnitsLayer one layer with every feature of its source (geometry and
+// CRS as they are) and the fields id, split, observed, predicted, <lower_field>, <upper_field>,
 // population, pixels and log_residual = log(observed) - log(predicted) (NULL unless both are
 // positive). A feature whose unit has no result (left out of the fit, or a duplicate id) keeps
 // its geometry with split "unused" and NULL values.
-void write_units_geopackage(const UnitsSpec& source, const std::string& path, const std::string& lower_field,
-                            const std::string& upper_field, const std::map<std::string, UnitResult>& results,
-                            const std::vector<LayerStyle>& styles);
+void write_units_geopackage(const std::string& path, const std::string& lower_field, const std::string& upper_field,
+                            const std::vector<UnitsLayer>& layers);
 
 }  // namespace vbagg::io

@@ -306,11 +306,11 @@ TEST_F(Apps, SurveyClustersAtPoints) {
     clusters.push_back({"c" + std::to_string(clusters.size()), positives,
                         "POINT(" + std::to_string(x) + " " + std::to_string(y) + ")", 200.0});
   }
-  test::write_units(path("data/clusters.gpkg"), "GPKG", 4326, clusters);
+  test::write_units(path("data/drawn_clusters.gpkg"), "GPKG", 4326, clusters);
   TrainArgs t;
   t.config_path = path("data/prevalence.yaml");
   t.out = path("fit_clusters");
-  t.sets = {"data.units.path=clusters.gpkg", "data.units.response_field=cases", "data.units.point_buffer=0",
+  t.sets = {"data.units.path=drawn_clusters.gpkg", "data.units.response_field=cases", "data.units.point_buffer=0",
             "train.holdout.fraction=0"};
   t.threads = 2;
   run_train(t);

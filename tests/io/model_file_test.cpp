@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 
 #include "core/fit.hpp"
 #include "fixtures.hpp"
@@ -80,6 +81,48 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_EQ(g.model.unit_effect.units, f.model.unit_effect.units);
   EXPECT_EQ(g.model.pack(), f.model.pack());
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
+}
+
+// A joint fit of three sources: each source's likelihood, expectation, parameters and unit effect
+// come back, and the first source's stay where a one-source file keeps them.
+TEST(ModelFile, RoundTripsEverySource) {
+  test::TempDir dir;
+  io::ModelFile f = sample_file();
+  Model& m = f.model;
+  m.spec.likelihood = LikelihoodKind::negative_binomial;
+  m.spec.link = Link::exp;
+  m.spec.aggregation = Aggregation::sum;
+  m.spec.expectation = Expectation::delta;
+  m.spec.unit_effect = true;
+  m.spec.source_name = "districts";
+  m.likelihood_params = Vector::Constant(1, std::log(40.0));
+  m.unit_effect = {std::log(0.3), {"D1", "D2"}};
+  m.spec.more_sources = {{"provinces", LikelihoodKind::negative_binomial, Expectation::delta, Aggregation::sum, true},
+                         {"indicator", LikelihoodKind::exponential, Expectation::bound, Aggregation::sum, false}};
+  m.more_sources = {{Vector::Constant(1, std::log(7.5)), {std::log(0.9), {"provinces:P1"}}}, {Vector(), {}}};
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  ASSERT_EQ(g.model.spec.num_sources(), 3);
+  EXPECT_EQ(g.model.spec.source_name, "districts");
+  EXPECT_EQ(g.model.spec.more_sources[0].name, "provinces");
+  EXPECT_TRUE(g.model.spec.more_sources[0].unit_effect);
+  EXPECT_EQ(g.model.spec.more_sources[1].likelihood, LikelihoodKind::exponential);
+  EXPECT_EQ(g.model.spec.more_sources[1].expectation, Expectation::bound);
+  EXPECT_FALSE(g.model.spec.more_sources[1].unit_effect);
+  EXPECT_EQ(g.model.more_sources[0].unit_effect.units, std::vector<std::string>{"provinces:P1"});
+  EXPECT_EQ(g.model.unit_effect.units, m.unit_effect.units);
+  EXPECT_EQ(g.model.pack(), m.pack());
+  EXPECT_EQ(g.model.param_names(), m.param_names());
+  // A source named twice is a broken file.
+  std::string text;
+  {
+    std::ifstream in(dir / "model.yaml");
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  text.replace(text.find("source: indicator"), 17, "source: provinces");
+  EXPECT_THROW(io::parse_model_file(text, "m.yaml"), DataError);
 }
 
 // Variational fixed effects: q carries 1 + d more entries, and the file says how many; a file whose

@@ -1,0 +1,234 @@
+// Several data sources in one fit (data.sources): the simulated country's units and provinces,
+// and its survey clusters beside the units' survey, through train, predict and eval; and the
+// configuration errors of a source list.
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../io/fixtures.hpp"
+#include "cli/config.hpp"
+#include "cli/eval.hpp"
+#include "cli/predict.hpp"
+#include "cli/simulate.hpp"
+#include "cli/train.hpp"
+#include "io/gdal_handles.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg::cli {
+namespace {
+
+class Sources : public ::testing::Test {
+ protected:
+  static inline test::TempDir* dir = nullptr;
+  static void SetUpTestSuite() {
+    spdlog::set_level(spdlog::level::warn);
+    dir = new test::TempDir();
+    CountryOptions o;
+    o.width = 48;
+    o.height = 36;
+    o.units = 24;
+    o.seed = 5;
+    simulate_country(*dir / "data", o);
+  }
+  static void TearDownTestSuite() {
+    delete dir;
+    dir = nullptr;
+  }
+  static std::string path(const std::string& name) { return *dir / name; }
+
+  static std::string text(const std::string& file) {
+    std::ifstream f(file);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+
+  // A configuration beside the data: the country's rasters and the given data.sources lines.
+  static std::string config(const std::string& name, const std::string& sources, const std::string& more = "") {
+    std::ofstream(path("data/" + name)) << "data:\n  covariates: [temperature.tif, rainfall.tif]\n"
+                                        << "  population: {path: population.tif}\n"
+                                        << sources << more;
+    return path("data/" + name);
+  }
+
+  static std::string error_of(const std::string& config_path) {
+    try {
+      TrainArgs t;
+      t.config_path = config_path;
+      t.out = path("refused");
+      run_train(t);
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+TEST_F(Sources, UnitsAndProvincesInOneFit) {
+  TrainArgs t;
+  t.config_path = path("data/counts.yaml");
+  t.out = path("fit_counts");
+  t.sets = {"train.epochs=60", "train.holdout.fraction=0.25"};
+  t.threads = 2;
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  ASSERT_EQ(file.model.spec.num_sources(), 2);
+  EXPECT_EQ(file.model.spec.source_name, "units");
+  EXPECT_EQ(file.model.spec.more_sources[0].name, "provinces");
+  EXPECT_EQ(file.model.more_sources.size(), 1u);
+  // Both sources are held out in proportion; provinces' ids carry their source's name.
+  size_t provinces = 0;
+  for (const auto& id : file.train_units) provinces += id.rfind("provinces:", 0) == 0;
+  for (const auto& id : file.holdout_units) provinces += id.rfind("provinces:", 0) == 0;
+  EXPECT_EQ(provinces, 4u);  // max(2, 24 / 6)
+  bool held_province = false;
+  for (const auto& id : file.holdout_units) held_province |= id.rfind("provinces:", 0) == 0;
+  EXPECT_TRUE(held_province);
+
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_counts");
+  run_predict(p);
+  const std::string csv = text(p.out + "/units.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "unit,source,split,observed,predicted,lower_0.025,upper_0.975,population,pixels");
+  EXPECT_NE(csv.find("\nprovinces:P01,provinces,"), std::string::npos);
+  EXPECT_NE(csv.find("\nU001,units,"), std::string::npos);
+  io::DatasetPtr gpkg = io::open_vector(p.out + "/units.gpkg");
+  ASSERT_NE(gpkg->GetLayerByName("units"), nullptr);
+  ASSERT_NE(gpkg->GetLayerByName("provinces"), nullptr);
+  EXPECT_EQ(gpkg->GetLayerByName("provinces")->GetFeatureCount(), 4);
+
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  e.truth = path("data/truth_intensity.tif");
+  const Metrics r = run_eval(e).metrics;
+  EXPECT_EQ(r.source, "units");
+  EXPECT_EQ(r.units, 24);
+  ASSERT_EQ(r.more_sources.size(), 1u);
+  EXPECT_EQ(r.more_sources[0].source, "provinces");
+  EXPECT_EQ(r.more_sources[0].units, 4);
+  // Each source beats its own constant baseline.
+  EXPECT_LT(r.bag_nll_mean, r.baseline_bag_nll_mean);
+  EXPECT_LT(r.more_sources[0].bag_nll_mean, r.more_sources[0].baseline_bag_nll_mean);
+  EXPECT_GT(r.pixel_correlation, 0.9);
+  const std::string json = metrics_json(r);
+  EXPECT_NE(json.find("\"more_sources\": ["), std::string::npos);
+  EXPECT_NE(json.find("\"source\": \"provinces\""), std::string::npos);
+}
+
+TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
+  TrainArgs t;
+  t.config_path = path("data/survey.yaml");
+  t.out = path("fit_survey");
+  t.sets = {"train.epochs=60"};
+  t.threads = 2;
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  ASSERT_EQ(file.model.spec.num_sources(), 2);
+  EXPECT_EQ(file.model.spec.likelihood, LikelihoodKind::binomial);
+  EXPECT_EQ(file.model.spec.more_sources[0].likelihood, LikelihoodKind::binomial);
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  e.truth = path("data/truth_prevalence.tif");
+  const Metrics r = run_eval(e).metrics;
+  EXPECT_EQ(r.source, "clusters");
+  EXPECT_EQ(r.pixels, 48);  // one pixel per cluster
+  EXPECT_GT(r.pixel_correlation, 0.8);
+}
+
+TEST_F(Sources, EverySourceUsesItsOwnCovariatesWhenItHasThem) {
+  // The provinces' "other year": the same covariate names from other files (here, copies).
+  for (const char* f : {"temperature", "rainfall"})
+    std::filesystem::copy_file(path(std::string("data/") + f + ".tif"), path(std::string("data/other_") + f + ".tif"),
+                               std::filesystem::copy_options::overwrite_existing);
+  const std::string own = config("own_covariates.yaml",
+                                 "  sources:\n"
+                                 "    - {name: units, path: units.gpkg, id_field: ID, response_field: cases}\n"
+                                 "    - name: provinces\n      path: provinces.gpkg\n      id_field: ID\n"
+                                 "      response_field: cases\n"
+                                 "      covariates: [{path: other_temperature.tif, name: temperature},\n"
+                                 "                   {path: other_rainfall.tif, name: rainfall}]\n",
+                                 "train: {epochs: 5}\n");
+  TrainArgs t;
+  t.config_path = own;
+  t.out = path("fit_own");
+  run_train(t);
+  EXPECT_EQ(io::read_model_file(t.out + "/model.yaml").model.spec.num_sources(), 2);
+  // Other covariate names are refused, naming the source.
+  const std::string other = config("other_names.yaml",
+                                   "  sources:\n"
+                                   "    - {name: units, path: units.gpkg, id_field: ID, response_field: cases}\n"
+                                   "    - name: provinces\n      path: provinces.gpkg\n      id_field: ID\n"
+                                   "      response_field: cases\n"
+                                   "      covariates: [other_temperature.tif, other_rainfall.tif]\n");
+  EXPECT_NE(error_of(other).find("source 'provinces' has the covariates"), std::string::npos) << error_of(other);
+}
+
+TEST_F(Sources, ConfigurationErrorsNameTheSource) {
+  const std::string units = "    - {name: units, path: units.gpkg, id_field: ID, response_field: cases}\n";
+  auto refused = [&](const std::string& name, const std::string& sources, const std::string& expected,
+                     const std::string& more = "") {
+    const std::string message = error_of(config(name, sources, more));
+    EXPECT_NE(message.find(expected), std::string::npos) << name << ": " << message;
+  };
+  refused("both.yaml", "  units: {path: units.gpkg, id_field: ID, response_field: cases}\n  sources:\n" + units,
+          "not both");
+  refused("unnamed.yaml",
+          "  sources:\n" + units + "    - {path: provinces.gpkg, id_field: ID, response_field: cases}\n",
+          "data.sources[1].name is required");
+  refused("twice.yaml",
+          "  sources:\n" + units + "    - {name: units, path: provinces.gpkg, id_field: ID, response_field: cases}\n",
+          "'units' is used by an earlier source");
+  refused("unknown.yaml", "  sources:\n" + units + "    - {name: p, path: provinces.gpkg, id_field: ID, cases: x}\n",
+          "unknown key 'data.sources[1].cases'");
+  refused("missing.yaml", "  sources:\n" + units + "    - {name: p, path: provinces.gpkg, id_field: ID}\n",
+          "data.sources[1].response_field is required");
+  refused("likelihood.yaml",
+          "  sources:\n" + units +
+              "    - {name: p, path: provinces.gpkg, id_field: ID, response_field: cases, "
+              "likelihood: nonsense}\n",
+          "'nonsense' is not allowed");
+  // A prevalence survey beside counts needs another link: the sources of one fit share one.
+  refused("mixed.yaml",
+          "  sources:\n" + units +
+              "    - {name: survey, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested}\n",
+          "source 'survey'");
+  refused("first_covariates.yaml",
+          "  sources:\n    - {name: units, path: units.gpkg, id_field: ID, response_field: cases, covariates: "
+          "[temperature.tif]}\n    - {name: p, path: provinces.gpkg, id_field: ID, response_field: cases}\n",
+          "data.sources[0] is the primary source");
+  refused("constant.yaml",
+          "  sources:\n" + units + "    - {name: p, path: provinces.gpkg, id_field: ID, response_field: cases}\n",
+          "model.kind constant is a rate per unit of one source", "model: {kind: constant}\n");
+}
+
+TEST_F(Sources, OneSourceListIsTheSingleSourceRun) {
+  // data.sources with one entry reads like data.units: no source column, one "units" layer.
+  const std::string one =
+      config("one.yaml", "  sources:\n    - {path: units.gpkg, id_field: ID, response_field: cases}\n",
+             "train: {epochs: 5}\n");
+  TrainArgs t;
+  t.config_path = one;
+  t.out = path("fit_one");
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  EXPECT_EQ(file.model.spec.num_sources(), 1);
+  EXPECT_TRUE(file.model.spec.source_name.empty());
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_one");
+  run_predict(p);
+  const std::string csv = text(p.out + "/units.csv");
+  EXPECT_EQ(csv.substr(0, csv.find(',', 5)), "unit,split");
+  // The saved configuration reads back (no data.units defaults beside data.sources).
+  EXPECT_NO_THROW(Config::load(t.out + "/run.resolved.yaml", {}));
+}
+
+}  // namespace
+}  // namespace vbagg::cli
