@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -67,8 +68,12 @@ std::vector<double> pool(const std::vector<Metrics>& folds, std::vector<double> 
   return out;
 }
 
-Metrics pooled_metrics(const std::vector<Metrics>& folds) {
+// Pooled over the folds that hold units of the source (a joint fit's fold may hold none of one).
+Metrics pooled_metrics(std::vector<Metrics> folds) {
+  folds.erase(std::remove_if(folds.begin(), folds.end(), [](const Metrics& f) { return f.units == 0; }), folds.end());
+  if (folds.empty()) return Metrics{};
   Metrics p;
+  p.source = folds.front().source;
   p.kind = folds.front().kind;
   p.split = "cv";
   p.levels = folds.front().levels;
@@ -94,6 +99,42 @@ Metrics pooled_metrics(const std::vector<Metrics>& folds) {
   p.bag_nll_sum = 0;
   for (const Metrics& f : folds) p.bag_nll_sum += f.bag_nll_sum;
   return p;
+}
+
+// Each later source of a joint fit, pooled over the folds on its own.
+std::vector<Metrics> pooled_sources(const std::vector<Metrics>& folds) {
+  std::vector<std::string> names;
+  for (const Metrics& f : folds)
+    for (const Metrics& m : f.more_sources)
+      if (std::find(names.begin(), names.end(), m.source) == names.end()) names.push_back(m.source);
+  std::vector<Metrics> out;
+  for (const std::string& name : names) {
+    std::vector<Metrics> own;
+    for (const Metrics& f : folds)
+      for (const Metrics& m : f.more_sources)
+        if (m.source == name) own.push_back(m);
+    out.push_back(pooled_metrics(own));
+  }
+  return out;
+}
+
+// The pooled coverage of the counts (and of the truth) per interval level, and the PIT.
+void coverage_lines(std::ostringstream& s, const Metrics& p) {
+  char line[200];
+  s << "interval level          counts covered (pooled)"
+    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)") << "\n";
+  for (size_t l = 0; l < p.levels.size(); ++l) {
+    std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
+                  p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
+    s << line;
+    if (!p.pixel_coverage.empty()) {
+      std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l],
+                    p.pixel_coverage[l] - p.levels[l]);
+      s << line;
+    }
+    s << "\n";
+  }
+  s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):" << pit_text(p.count_pit) << "\n";
 }
 
 struct Row {
@@ -144,6 +185,7 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
   }
   bar.finish();
   cv.pooled = pooled_metrics(cv.folds);
+  cv.pooled.more_sources = pooled_sources(cv.folds);
   return cv;
 }
 
@@ -167,20 +209,16 @@ std::string cross_validation_table(const CrossValidation& cv) {
     }
     s << "\n";
   }
-  s << "interval level          counts covered (pooled)"
-    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)") << "\n";
-  for (size_t l = 0; l < p.levels.size(); ++l) {
-    std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
-                  p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
+  coverage_lines(s, p);
+  for (const Metrics& more : p.more_sources) {
+    std::snprintf(line, sizeof line,
+                  "\nsource '%s' (%lld units held out): bag NLL %.6g (constant %.6g), bag log-MSE %.4g (constant "
+                  "%.4g), means over folds\n",
+                  more.source.c_str(), static_cast<long long>(more.units), more.bag_nll_mean,
+                  more.baseline_bag_nll_mean, more.bag_log_mse, more.baseline_bag_log_mse);
     s << line;
-    if (!p.pixel_coverage.empty()) {
-      std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l],
-                    p.pixel_coverage[l] - p.levels[l]);
-      s << line;
-    }
-    s << "\n";
+    coverage_lines(s, more);
   }
-  s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):" << pit_text(p.count_pit) << "\n";
   return s.str();
 }
 
@@ -209,7 +247,22 @@ std::string cross_validation_json(const CrossValidation& cv) {
       << ",\n  \"pixel_coverage_error\": " << json_list(pixel_err);
   s << ",\n  \"fold_units\": [";
   for (size_t k = 0; k < cv.folds.size(); ++k) s << (k ? ", " : "") << cv.folds[k].units;
-  s << "]\n}\n";
+  s << "]";
+  if (!p.more_sources.empty()) {
+    // Each later source pooled on its own (means over the folds that hold its units).
+    s << ",\n  \"more_sources\": [";
+    for (size_t k = 0; k < p.more_sources.size(); ++k) {
+      const Metrics& m = p.more_sources[k];
+      s << (k ? "," : "") << "\n    {\"source\": \"" << m.source << "\", \"units\": " << m.units
+        << ", \"bag_nll_mean\": " << json_number(m.bag_nll_mean)
+        << ", \"bag_log_mse\": " << json_number(m.bag_log_mse)
+        << ", \"baseline_bag_nll_mean\": " << json_number(m.baseline_bag_nll_mean)
+        << ", \"count_coverage\": " << json_list(m.count_coverage)
+        << ", \"count_pit_histogram\": " << json_list(m.count_pit) << "}";
+    }
+    s << "\n  ]";
+  }
+  s << "\n}\n";
   return s.str();
 }
 

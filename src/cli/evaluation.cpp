@@ -199,7 +199,13 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
       const std::vector<Index> own = of_source(d, bags, static_cast<int>(s));
       const std::string name = m.file.model.spec.source(s).name;
       if (own.empty()) {
-        if (s == 0) throw DataError("no " + split + " units of source '" + name + "' are in the data");
+        // A split (or a cross-validation fold) without units of this source: nothing to report.
+        if (s == 0) {
+          r.kind = to_string(m.file.kind);
+          r.split = split;
+          r.source = name;
+          r.levels = calibration_levels();
+        }
         continue;
       }
       Metrics one = evaluate_bags(m, built, own, of_source(d, train, static_cast<int>(s)), split,

@@ -59,7 +59,7 @@ std::vector<std::string> expectation_names();
 std::vector<std::string> fixed_effects_names();
 std::vector<std::string> model_kind_names();
 
-// How the bags of one data source observe the latent field (MODEL.md 4h): the source's name, its
+// How the bags of one data source observe the latent field (docs/sources.md): the source's name, its
 // likelihood, its expectation, its aggregation (normal) and whether its units carry a unit effect.
 struct SourceSpec {
   std::string name;
@@ -70,7 +70,7 @@ struct SourceSpec {
 };
 
 // The model's settings. The observation fields (likelihood, expectation, aggregation,
-// unit_effect) are those of the first data source; a joint fit of several sources (MODEL.md 4h)
+// unit_effect) are those of the first data source; a joint fit of several sources (docs/sources.md)
 // lists the others in more_sources, and bags of source s are evaluated with for_source(s). Every
 // function that takes one source's view (a spec without more_sources) works unchanged.
 struct ModelSpec {

@@ -121,6 +121,28 @@ TEST_F(Sources, UnitsAndProvincesInOneFit) {
   EXPECT_NE(json.find("\"source\": \"provinces\""), std::string::npos);
 }
 
+TEST_F(Sources, CrossValidationPoolsEachSource) {
+  TrainArgs t;
+  t.config_path = path("data/counts.yaml");
+  t.out = path("fit_counts_cv");
+  t.sets = {"train.epochs=30"};
+  t.threads = 2;
+  run_train(t);
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.folds = 2;
+  e.json = path("cv.json");
+  const EvalResult r = run_eval(e);
+  // Every unit of every source is held out once.
+  EXPECT_EQ(r.metrics.units, 24);
+  ASSERT_EQ(r.metrics.more_sources.size(), 1u);
+  EXPECT_EQ(r.metrics.more_sources[0].source, "provinces");
+  EXPECT_EQ(r.metrics.more_sources[0].units, 4);
+  EXPECT_EQ(r.metrics.more_sources[0].count_coverage.size(), r.metrics.levels.size());
+  EXPECT_NE(r.table.find("source 'provinces' (4 units held out)"), std::string::npos) << r.table;
+  EXPECT_NE(text(e.json).find("\"more_sources\": ["), std::string::npos);
+}
+
 TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
   TrainArgs t;
   t.config_path = path("data/survey.yaml");

@@ -1,4 +1,4 @@
-// Joint fits of several data sources (MODEL.md 4h): the joint ELBO is one KL plus each source's
+// Joint fits of several data sources (docs/sources.md): the joint ELBO is one KL plus each source's
 // bag terms under that source's own likelihood and parameters, with gradients that match finite
 // differences, and a model of one source is exactly today's model.
 #include <gtest/gtest.h>
