@@ -254,8 +254,7 @@ std::string cross_validation_json(const CrossValidation& cv) {
     for (size_t k = 0; k < p.more_sources.size(); ++k) {
       const Metrics& m = p.more_sources[k];
       s << (k ? "," : "") << "\n    {\"source\": \"" << m.source << "\", \"units\": " << m.units
-        << ", \"bag_nll_mean\": " << json_number(m.bag_nll_mean)
-        << ", \"bag_log_mse\": " << json_number(m.bag_log_mse)
+        << ", \"bag_nll_mean\": " << json_number(m.bag_nll_mean) << ", \"bag_log_mse\": " << json_number(m.bag_log_mse)
         << ", \"baseline_bag_nll_mean\": " << json_number(m.baseline_bag_nll_mean)
         << ", \"count_coverage\": " << json_list(m.count_coverage)
         << ", \"count_pit_histogram\": " << json_list(m.count_pit) << "}";

@@ -205,6 +205,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
           r.split = split;
           r.source = name;
           r.levels = calibration_levels();
+          r.count_coverage.assign(r.levels.size(), NAN);  // shown as nan / null
         }
         continue;
       }
