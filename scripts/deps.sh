@@ -14,10 +14,10 @@ mapfile -t need_build < <(missing "${build[@]}")
 mapfile -t need_extra < <(missing "$@")
 if [ ${#need_build[@]} -gt 0 ] || [ ${#need_extra[@]} -gt 0 ]; then
   echo "installing: ${need_build[*]} ${need_extra[*]}"
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq
   export DEBIAN_FRONTEND=noninteractive
-  [ ${#need_build[@]} -eq 0 ] || $SUDO -E apt-get install -y -qq "${need_build[@]}" >/dev/null
-  [ ${#need_extra[@]} -eq 0 ] || $SUDO -E apt-get install -y -qq --no-install-recommends "${need_extra[@]}" >/dev/null
+  # root runs apt-get itself; anyone else through sudo, keeping DEBIAN_FRONTEND.
+  as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -E "$@"; fi; }
+  as_root apt-get update -qq
+  [ ${#need_build[@]} -eq 0 ] || as_root apt-get install -y -qq "${need_build[@]}" >/dev/null
+  [ ${#need_extra[@]} -eq 0 ] || as_root apt-get install -y -qq --no-install-recommends "${need_extra[@]}" >/dev/null
 fi
