@@ -173,6 +173,10 @@ void check_sources(const Param& p, const YAML::Node& v, const std::string& sourc
         sub = {item + ".name", ParamType::text, "", {}, -1e308, 1e308, ""};
       } else if (k == "likelihood") {
         sub = *find_param("model.likelihood");
+      } else if (k == "link") {
+        sub = *find_param("model.link");
+      } else if (k == "task") {
+        sub = {item + ".task", ParamType::text, "", {}, -1e308, 1e308, ""};
       } else if (k == "covariates") {
         sub = *find_param("data.covariates");
       } else if (k == "population") {
@@ -502,7 +506,7 @@ io::DataConfig Config::data_config() const {
     }
   } else {
     d.units = {path("data.units.path"),           text("data.units.layer"),        text("data.units.id_field"),
-               text("data.units.response_field"), text("data.units.trials_field"), real("data.units.point_buffer")};
+               text("data.units.response_field"), text("data.units.trials_field"), real("data.units.point_buffer"), {}, {}};
   }
   const std::string grid = text("data.grid");
   d.grid = grid;

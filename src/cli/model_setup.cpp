@@ -56,9 +56,17 @@ ModelSpec complete_source(ModelSpec s, const Settings::Model& c) {
   if (c.unit_effect) {
     s.unit_effect = *c.unit_effect;
   } else {
-    s.unit_effect = true;
+    // Whether this source's observation model defines a unit effect (the other sources and the
+    // tasks aside).
+    ModelSpec probe = s;
+    probe.more_sources.clear();
+    probe.tasks.clear();
+    probe.task = 0;
+    probe.latents = 1;
+    probe.unit_effect = true;
     try {
-      s.validate();
+      probe.validate();
+      s.unit_effect = true;
     } catch (const ConfigError&) {
       s.unit_effect = false;  // not defined for this model: auto leaves it off
     }
@@ -73,19 +81,48 @@ struct SourceChoice {
   LikelihoodKind likelihood;
   bool trials;
   std::string trials_key;
+  std::optional<Link> link;
+  std::string task;
 };
 
 std::vector<SourceChoice> source_choices(const Settings& settings) {
   const LikelihoodKind configured = settings.model.spec.likelihood;
-  if (settings.sources.empty()) return {{"", configured, !settings.trials_field.empty(), "data.units.trials_field"}};
+  if (settings.sources.empty())
+    return {{"", configured, !settings.trials_field.empty(), "data.units.trials_field", std::nullopt, ""}};
   std::vector<SourceChoice> out;
   for (size_t i = 0; i < settings.sources.size(); ++i) {
     const Settings::Source& s = settings.sources[i];
     const LikelihoodKind lik = s.likelihood ? *s.likelihood : s.trials ? LikelihoodKind::binomial : configured;
-    out.push_back(
-        {s.name.empty() ? "units" : s.name, lik, s.trials, "data.sources[" + std::to_string(i) + "].trials_field"});
+    out.push_back({s.name.empty() ? "units" : s.name, lik, s.trials,
+                   "data.sources[" + std::to_string(i) + "].trials_field", s.link, s.task});
+  }
+  // Tasks: a source without one observes the first source's task, which is named after that source
+  // when it names none. No source naming a task: one task, as in a fit of one quantity.
+  const bool named = std::any_of(out.begin(), out.end(), [](const SourceChoice& c) { return !c.task.empty(); });
+  if (named) {
+    if (out[0].task.empty()) out[0].task = out[0].name;
+    for (SourceChoice& c : out)
+      if (c.task.empty()) c.task = out[0].task;
   }
   return out;
+}
+
+// The task names in order of first appearance, and each source's task index (tasks empty: one).
+std::vector<std::string> task_names(const std::vector<SourceChoice>& sources) {
+  std::vector<std::string> tasks;
+  for (const SourceChoice& c : sources)
+    if (!c.task.empty() && std::find(tasks.begin(), tasks.end(), c.task) == tasks.end()) tasks.push_back(c.task);
+  return tasks;
+}
+
+Index task_index(const std::vector<std::string>& tasks, const std::string& task) {
+  const auto it = std::find(tasks.begin(), tasks.end(), task);
+  return it == tasks.end() ? 0 : static_cast<Index>(it - tasks.begin());
+}
+
+// The source's link: its own, else model.link, else the first its likelihood allows.
+Link source_link(const SourceChoice& src, const Settings::Model& c) {
+  return src.link ? *src.link : c.link ? *c.link : likelihood_of(src.likelihood).links().front();
 }
 
 }  // namespace
@@ -95,17 +132,20 @@ ModelSpec model_spec(const Settings& settings) {
   const std::vector<SourceChoice> sources = source_choices(settings);
   ModelSpec s = c.spec;
   s.likelihood = sources[0].likelihood;
-  s.link = c.link ? *c.link : likelihood_of(s.likelihood).links().front();
+  s.link = source_link(sources[0], c);
   s.map_estimate = c.kind == ModelKind::nystrom;
+  s.tasks = task_names(sources);
+  s.task = task_index(s.tasks, sources[0].task);
   s = complete_source(s, c);
   if (sources.size() > 1) {
     s.source_name = sources[0].name;
     for (size_t i = 1; i < sources.size(); ++i) {
       ModelSpec view = s;
       view.likelihood = sources[i].likelihood;
+      view.link = source_link(sources[i], c);
       view = complete_source(view, c);
-      s.more_sources.push_back(
-          {sources[i].name, view.likelihood, view.expectation, view.aggregation, view.unit_effect});
+      s.more_sources.push_back({sources[i].name, view.likelihood, view.expectation, view.aggregation,
+                                view.unit_effect, view.link, task_index(s.tasks, sources[i].task)});
     }
   }
   try {
@@ -114,7 +154,7 @@ ModelSpec model_spec(const Settings& settings) {
     throw ConfigError(
         (s.map_estimate ? std::string("model.kind nystrom: ")
                         : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
-        e.what() + (sources.size() > 1 ? " (the sources of one fit share model.link: they observe one quantity)" : ""));
+        e.what());
   }
   for (const SourceChoice& src : sources) {
     const BagLikelihood& lik = likelihood_of(src.likelihood);

@@ -182,6 +182,15 @@ std::vector<Param> make_params() {
        "draws of the latent field every optimiser step, for any likelihood and link; needs train.optimizer adam, "
        "which auto picks for it). The square link always uses its second-order expansion unless "
        "sample. auto: delta where the likelihood has it, else bound, else sample (binomial)."},
+      {"model.latents",
+       T::integer,
+       "1",
+       {},
+       1,
+       16,
+       "Shared latent fields (docs/sources.md): the number Q of sparse GPs, each with its own kernel (the "
+       "model.kernel form) and model.inducing.count inducing points, mixed into each task (data.sources[].task) "
+       "with learned weights. 1 with one task is the plain model."},
       {"model.samples",
        T::integer,
        "8",

@@ -10,7 +10,7 @@ namespace vbagg::cli {
 enum class ParamType { text, path, integer, real, boolean, choice, real_list, layer_list, source_list };
 
 // The keys of one entry of data.sources: the data.units.* keys, plus these.
-inline const std::vector<std::string> kSourceOwnKeys{"name", "likelihood", "covariates", "population"};
+inline const std::vector<std::string> kSourceOwnKeys{"name", "likelihood", "link", "task", "covariates", "population"};
 
 struct Param {
   std::string key;  // dotted path, e.g. "model.link"

@@ -40,6 +40,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (unit_effect != "auto") m.unit_effect = unit_effect == "true";
   m.spec.covariance = parse_covariance_mode(r.text("model.covariance"));
   m.spec.aggregation = parse_aggregation(r.text("model.aggregation"));
+  m.spec.latents = r.integer("model.latents");
   m.kernel_covariates = r.text("model.kernel.covariates");
   m.kernel_space = r.text("model.kernel.space");
   m.inducing_count = r.integer("model.inducing.count");
@@ -76,6 +77,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
     src.name = e["name"] ? e["name"].as<std::string>() : "";
     if (e["likelihood"]) src.likelihood = parse_likelihood(e["likelihood"].as<std::string>());
     src.trials = e["trials_field"] && !e["trials_field"].as<std::string>().empty();
+    if (e["link"] && e["link"].as<std::string>() != "auto") src.link = parse_link(e["link"].as<std::string>());
+    if (e["task"]) src.task = e["task"].as<std::string>();
     s.sources.push_back(src);
   }
   return s;

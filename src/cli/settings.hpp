@@ -49,6 +49,8 @@ struct Settings {
     std::string name;
     std::optional<LikelihoodKind> likelihood;  // nullopt: model.likelihood, binomial with trials
     bool trials = false;                       // has a trials_field
+    std::optional<Link> link;                  // nullopt: model.link, else the likelihood's first
+    std::string task;                          // empty: the first source's task
   };
   std::vector<Source> sources;
 };

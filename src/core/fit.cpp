@@ -34,6 +34,37 @@ std::string to_string(Optimizer o) {
   return "?";
 }
 
+namespace {
+
+// Latents 1.. of a model with shared latent fields: latent 0's kernel with lengthscales doubled
+// for each further latent (so the latents start on distinct spatial scales), and their own
+// inducing inputs, placed like latent 0's with their own seed.
+void init_latents(Model& m, const Matrix& place, const Vector& scale, const InitOptions& o) {
+  std::vector<Matrix> inducing{m.inducing};
+  m.inducing_sizes = {m.inducing.cols()};
+  for (Index q = 1; q < m.spec.latents; ++q) {
+    Kernel k = m.kernel;
+    for (auto& p : k.parts()) p.log_lengthscale.array() += static_cast<double>(q) * std::log(2.0);
+    m.more_kernels.push_back(std::move(k));
+    KMeansOptions km;
+    km.seed = o.seed + static_cast<unsigned long long>(q);
+    inducing.push_back(scale.asDiagonal() *
+                       kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km));
+    m.inducing_sizes.push_back(inducing.back().cols());
+  }
+  Index M = 0;
+  for (const Matrix& W : inducing) M += W.cols();
+  const Index D = m.inducing.rows();
+  m.inducing.resize(D, M);
+  Index b = 0;
+  for (const Matrix& W : inducing) {
+    m.inducing.middleCols(b, W.cols()) = W;
+    b += W.cols();
+  }
+}
+
+}  // namespace
+
 Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& o) {
   spec.validate();
   train.validate();
@@ -54,13 +85,22 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
     throw DataError("the inducing points' placement inputs have " + std::to_string(place.rows()) +
                     " rows but the data " + std::to_string(train.num_inputs()));
   m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km);
+  if (spec.latents > 1) init_latents(m, place, scale, o);
   const Index M = m.num_q();
   m.q_mean = Vector::Zero(M);
   m.q_chol = spec.map_estimate ? Matrix(Matrix::Zero(M, M)) : Matrix(Matrix::Identity(M, M));
   if (spec.linear_inputs > train.num_inputs())
     throw ConfigError("the linear mean needs " + std::to_string(spec.linear_inputs) + " inputs; the data have " +
                       std::to_string(train.num_inputs()));
-  m.linear_mean = Vector::Zero(spec.num_linear_point());
+  m.linear_mean = Vector::Zero(spec.num_linear_coefficients());
+  m.task_means = Vector::Zero(spec.num_tasks() - 1);
+  if (spec.mixed()) {
+    // Task d leans on latent d mod Q and a little on the others: distinct weights keep the latents
+    // from moving in step.
+    m.mixing.resize(spec.num_tasks(), spec.latents);
+    for (Index d = 0; d < spec.num_tasks(); ++d)
+      for (Index q = 0; q < spec.latents; ++q) m.mixing(d, q) = q == d % spec.latents ? 1.0 : 0.3;
+  }
   // The first source sets the mean; every source its own parameters from its own bags.
   m.more_sources.resize(static_cast<size_t>(spec.num_sources() - 1));
   for (Index s = spec.num_sources() - 1; s >= 0; --s) {
@@ -69,7 +109,7 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
     Model view = m.for_source(s);
     likelihood_of(view.spec.likelihood).initialise(spec.num_sources() == 1 ? train : subset_bags(train, own), view);
     m.likelihood_params_of(s) = view.likelihood_params;
-    if (s == 0) m.mean = view.mean;
+    m.mean_of(view.spec.task) = view.mean;  // sources run backwards: a task's first source sets its mean
   }
   std::vector<Index> all(static_cast<size_t>(train.num_bags()));
   for (Index a = 0; a < train.num_bags(); ++a) all[static_cast<size_t>(a)] = a;

@@ -67,7 +67,7 @@ std::string to_string(FixedEffects v) { return fixed_effects_names()[static_cast
 std::string to_string(ModelKind v) { return model_kind_names()[static_cast<size_t>(v)]; }
 
 SourceSpec ModelSpec::source(Index s) const {
-  if (s == 0) return {source_name, likelihood, expectation, aggregation, unit_effect};
+  if (s == 0) return {source_name, likelihood, expectation, aggregation, unit_effect, link, task};
   if (s < 0 || s >= num_sources())
     throw ConfigError("source " + std::to_string(s) + " of a model of " + std::to_string(num_sources()) + " sources");
   return more_sources[static_cast<size_t>(s - 1)];
@@ -82,6 +82,8 @@ ModelSpec ModelSpec::for_source(Index s) const {
   v.expectation = src.expectation;
   v.aggregation = src.aggregation;
   v.unit_effect = src.unit_effect;
+  v.link = src.link;
+  v.task = src.task;
   return v;
 }
 
@@ -106,7 +108,88 @@ Model Model::for_source(Index s) const {
   return v;
 }
 
+namespace {
+
+// The rules of one source's observation model.
+void validate_source(const ModelSpec& spec) {
+  const BagLikelihood& lik = likelihood_of(spec.likelihood);
+  if (spec.linear_inputs < 0) throw ConfigError("the number of inputs of the linear mean cannot be negative");
+  if (!(spec.linear_prior_sd > 0)) throw ConfigError("the prior sd of the linear mean must be positive");
+  if (!(spec.prior_precision > 0)) throw ConfigError("the prior precision must be positive");
+  const std::vector<Link> links = lik.links();
+  if (std::find(links.begin(), links.end(), spec.link) == links.end()) {
+    std::string allowed;
+    for (Link l : links) allowed += (allowed.empty() ? "" : ", ") + to_string(l);
+    throw ConfigError("likelihood '" + to_string(spec.likelihood) + "' with link '" + to_string(spec.link) +
+                      "' is not supported (" + to_string(spec.likelihood) + " allows: " + allowed + ")");
+  }
+  if (spec.expectation == Expectation::bound && !lik.has_bound())
+    throw ConfigError("likelihood '" + to_string(spec.likelihood) +
+                      "' has only the sampled expectation (model.expectation: sample)");
+  if (spec.expectation == Expectation::delta && !lik.has_delta_method())
+    throw ConfigError("likelihood '" + to_string(spec.likelihood) + "' has no delta-method expectation (use bound)");
+  if (spec.expectation == Expectation::sample && (spec.map_estimate || spec.covariance != CovarianceMode::nystrom))
+    throw ConfigError(
+        "the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
+        "covariance 'nystrom' and no MAP estimate");
+  if (spec.fixed_effects == FixedEffects::variational && spec.map_estimate)
+    throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
+  if (spec.expectation == Expectation::sample && spec.samples < 1) throw ConfigError("the number of samples must be at least 1");
+  if (spec.map_estimate && !lik.allows_map(spec))
+    throw ConfigError(
+        "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
+  if (spec.unit_effect && (!lik.is_count() || spec.map_estimate))
+    throw ConfigError(
+        "a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
+        "variational model; likelihood '" +
+        to_string(spec.likelihood) + "'" + (spec.map_estimate ? " with a MAP estimate" : "") + " has none");
+  if (spec.unit_effect && spec.link == Link::exp && spec.expectation == Expectation::bound)
+    throw ConfigError(
+        "a unit effect is integrated with the second-order moments of the log rate (or over draws of "
+        "it): with the exp link it needs expectation 'delta' or 'sample'");
+}
+
+// The shared latent fields' own rules: every task is observed by a source whose link it shares,
+// and the mean, covariance and estimate are those the mixing is defined for.
+void validate_tasks(const ModelSpec& spec) {
+  if (spec.latents < 1) throw ConfigError("the number of latent fields must be at least 1");
+  for (size_t i = 0; i < spec.tasks.size(); ++i) {
+    if (spec.tasks[i].empty()) throw ConfigError("every task needs a name");
+    if (std::find(spec.tasks.begin(), spec.tasks.begin() + static_cast<std::ptrdiff_t>(i), spec.tasks[i]) !=
+        spec.tasks.begin() + static_cast<std::ptrdiff_t>(i))
+      throw ConfigError("two tasks are named '" + spec.tasks[i] + "'");
+  }
+  std::vector<int> seen(static_cast<size_t>(spec.num_tasks()), 0);
+  std::vector<Link> links(static_cast<size_t>(spec.num_tasks()));
+  for (Index s = 0; s < spec.num_sources(); ++s) {
+    const SourceSpec src = spec.source(s);
+    if (src.task < 0 || src.task >= spec.num_tasks())
+      throw ConfigError("source '" + src.name + "' observes task " + std::to_string(src.task) + " of " +
+                        std::to_string(spec.num_tasks()));
+    auto& n = seen[static_cast<size_t>(src.task)];
+    auto& l = links[static_cast<size_t>(src.task)];
+    if (n++ > 0 && l != src.link)
+      throw ConfigError((spec.tasks.empty() ? std::string("the sources of one task")
+                                            : "the sources of task '" + spec.task_name(src.task) + "'") +
+                        " use the links '" + to_string(l) + "' and '" + to_string(src.link) +
+                        "': a task has one link (give sources of another quantity a task of their own)");
+    l = src.link;
+  }
+  if (!spec.mixed()) return;
+  for (Index d = 0; d < spec.num_tasks(); ++d)
+    if (seen[static_cast<size_t>(d)] == 0) throw ConfigError("no source observes task '" + spec.task_name(d) + "'");
+  if (spec.fixed_effects == FixedEffects::variational)
+    throw ConfigError(
+        "shared latent fields (several tasks or latents) keep each task's mean as a point estimate: set "
+        "model.fixed_effects: point");
+  if (spec.map_estimate || spec.covariance != CovarianceMode::nystrom)
+    throw ConfigError("shared latent fields need a variational model with covariance 'nystrom'");
+}
+
+}  // namespace
+
 void ModelSpec::validate() const {
+  validate_tasks(*this);
   if (!more_sources.empty()) {
     std::vector<std::string> names{source_name};
     for (const SourceSpec& s : more_sources) names.push_back(s.name);
@@ -118,55 +201,23 @@ void ModelSpec::validate() const {
     }
     for (Index s = 0; s < num_sources(); ++s) {
       try {
-        for_source(s).validate();
+        validate_source(for_source(s));
       } catch (const ConfigError& e) {
         throw ConfigError("source '" + source(s).name + "': " + e.what());
       }
     }
     return;
   }
-  const BagLikelihood& lik = likelihood_of(likelihood);
-  if (linear_inputs < 0) throw ConfigError("the number of inputs of the linear mean cannot be negative");
-  if (!(linear_prior_sd > 0)) throw ConfigError("the prior sd of the linear mean must be positive");
-  if (!(prior_precision > 0)) throw ConfigError("the prior precision must be positive");
-  const std::vector<Link> links = lik.links();
-  if (std::find(links.begin(), links.end(), link) == links.end()) {
-    std::string allowed;
-    for (Link l : links) allowed += (allowed.empty() ? "" : ", ") + to_string(l);
-    throw ConfigError("likelihood '" + to_string(likelihood) + "' with link '" + to_string(link) +
-                      "' is not supported (" + to_string(likelihood) + " allows: " + allowed + ")");
-  }
-  if (expectation == Expectation::bound && !lik.has_bound())
-    throw ConfigError("likelihood '" + to_string(likelihood) +
-                      "' has only the sampled expectation (model.expectation: sample)");
-  if (expectation == Expectation::delta && !lik.has_delta_method())
-    throw ConfigError("likelihood '" + to_string(likelihood) + "' has no delta-method expectation (use bound)");
-  if (expectation == Expectation::sample && (map_estimate || covariance != CovarianceMode::nystrom))
-    throw ConfigError(
-        "the sampled expectation draws f from the nystrom form of a variational posterior: it needs "
-        "covariance 'nystrom' and no MAP estimate");
-  if (fixed_effects == FixedEffects::variational && map_estimate)
-    throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
-  if (expectation == Expectation::sample && samples < 1) throw ConfigError("the number of samples must be at least 1");
-  if (map_estimate && !lik.allows_map(*this))
-    throw ConfigError(
-        "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
-  if (unit_effect && (!lik.is_count() || map_estimate))
-    throw ConfigError(
-        "a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
-        "variational model; likelihood '" +
-        to_string(likelihood) + "'" + (map_estimate ? " with a MAP estimate" : "") + " has none");
-  if (unit_effect && link == Link::exp && expectation == Expectation::bound)
-    throw ConfigError(
-        "a unit effect is integrated with the second-order moments of the log rate (or over draws of "
-        "it): with the exp link it needs expectation 'delta' or 'sample'");
+  validate_source(*this);
 }
 
 ModelGradient::ModelGradient(const Model& m)
     : q_mean(Vector::Zero(m.num_q())),
       q_chol(Matrix::Zero(m.num_q(), m.num_q())),
-      linear_mean(Vector::Zero(m.spec.num_linear_point())),
-      kernel(Vector::Zero(m.kernel.num_params())),
+      linear_mean(Vector::Zero(m.spec.num_linear_coefficients())),
+      kernel(Vector::Zero(m.num_kernel_params())),
+      task_means(Vector::Zero(m.spec.num_tasks() - 1)),
+      mixing(m.spec.mixed() ? Matrix(Matrix::Zero(m.spec.num_tasks(), m.num_latents())) : Matrix()),
       likelihood(Vector::Zero(param_slice(m, ParamBlockId::likelihood).size)),
       unit_effect(Vector::Zero(param_slice(m, ParamBlockId::unit_effect).size)),
       inducing(Matrix::Zero(m.num_inputs(), m.num_inducing())) {}
@@ -175,6 +226,8 @@ ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
   q_mean += o.q_mean;
   q_chol += o.q_chol;
   mean += o.mean;
+  task_means += o.task_means;
+  mixing += o.mixing;
   linear_mean += o.linear_mean;
   kernel += o.kernel;
   likelihood += o.likelihood;
@@ -183,27 +236,97 @@ ModelGradient& ModelGradient::operator+=(const ModelGradient& o) {
   return *this;
 }
 
-Posterior compute_posterior(const Model& model) {
-  const Index M = model.num_inducing(), Mq = model.num_q();
+Index Model::latent_begin(Index q) const {
+  Index b = 0;
+  for (Index r = 0; r < q; ++r) b += latent_size(r);
+  return b;
+}
+
+Index Model::latent_size(Index q) const {
+  return inducing_sizes.empty() ? (q == 0 ? inducing.cols() : 0) : inducing_sizes[static_cast<size_t>(q)];
+}
+
+Index Model::num_kernel_params() const {
+  Index n = 0;
+  for (Index q = 0; q < num_latents(); ++q) n += kernel_of(q).num_params();
+  return n;
+}
+
+namespace {
+
+void check_latents(const Model& model) {
+  const Index Q = model.num_latents();
+  if (Q != model.spec.latents)
+    throw ConfigError("the model holds " + std::to_string(Q) + " latent kernels for " +
+                      std::to_string(model.spec.latents) + " latent fields");
+  if (Q > 1 && static_cast<Index>(model.inducing_sizes.size()) != Q)
+    throw ConfigError("the model's inducing inputs are split over " + std::to_string(model.inducing_sizes.size()) +
+                      " latents for " + std::to_string(Q));
+  if (model.latent_begin(Q) != model.inducing.cols())
+    throw ConfigError("the latents' inducing sizes add up to " + std::to_string(model.latent_begin(Q)) + ", not " +
+                      std::to_string(model.inducing.cols()));
+  if (model.spec.mixed() && (model.mixing.rows() != model.spec.num_tasks() || model.mixing.cols() != Q))
+    throw ConfigError("the mixing weights are " + std::to_string(model.mixing.rows()) + " x " +
+                      std::to_string(model.mixing.cols()) + " for " + std::to_string(model.spec.num_tasks()) +
+                      " tasks and " + std::to_string(Q) + " latents");
+  if (model.task_means.size() != model.spec.num_tasks() - 1)
+    throw ConfigError("the model holds " + std::to_string(model.task_means.size() + 1) + " task means for " +
+                      std::to_string(model.spec.num_tasks()) + " tasks");
+}
+
+}  // namespace
+
+Posterior compute_posterior(const Model& model, Index task) {
+  const Index M = model.num_inducing(), Mq = model.num_q(), Q = model.num_latents();
   if (model.q_mean.size() != Mq || (!model.spec.map_estimate && model.q_chol.rows() != Mq))
     throw ConfigError("q holds " + std::to_string(model.q_mean.size()) + " entries for " + std::to_string(M) +
                       " inducing points and " + std::to_string(Mq - M) + " fixed effects");
+  check_latents(model);
   Posterior p;
-  p.kdiag = model.kernel.diag_value();
-  Matrix Kww;
-  model.kernel.cross(model.inducing, model.inducing, Kww);
-  double eps = model.jitter * p.kdiag;
-  p.L = jittered_cholesky(Kww, eps, 0.1 * p.kdiag);
-  p.jitter_used = eps / p.kdiag;
-  p.Linv = lower_inverse(p.L);
+  p.task = task;
+  p.latent_kdiag.resize(Q);
+  for (Index q = 0; q < Q; ++q) {
+    p.latent_kdiag[q] = model.kernel_of(q).diag_value();
+    p.kdiag += model.weight(task, q) * model.weight(task, q) * p.latent_kdiag[q];
+  }
+  // K_WW is block diagonal over the latents. Every block takes the same relative jitter, so that
+  // eps_q = jitter * k_q(x, x) holds for the gradient: a block that needs more restarts the others.
+  p.L = Matrix::Zero(M, M);
+  double rel = model.jitter;
+  for (Index q = 0; q < Q; ++q) {
+    const Index b = model.latent_begin(q), n = model.latent_size(q);
+    Matrix Kww;
+    const Matrix W = model.inducing.middleCols(b, n);
+    model.kernel_of(q).cross(W, W, Kww);
+    const double kd = p.latent_kdiag[q];
+    double eps = rel * kd;
+    p.L.block(b, b, n, n) = jittered_cholesky(Kww, eps, 0.1 * kd);
+    if (eps / kd > rel * (1 + 1e-12) && q > 0) {
+      rel = eps / kd;
+      q = -1;  // again from the first latent with the larger jitter
+      continue;
+    }
+    rel = std::max(rel, eps / kd);
+  }
+  p.jitter_used = rel;
+  p.Linv = Matrix::Zero(M, M);
+  for (Index q = 0; q < Q; ++q) {
+    const Index b = model.latent_begin(q), n = model.latent_size(q);
+    p.Linv.block(b, b, n, n) = lower_inverse(p.L.block(b, b, n, n));
+  }
   p.Lambda = Matrix::Identity(Mq, Mq);
   p.Lambda.topLeftCorner(M, M) = p.Linv;
+  if (model.spec.mixed())
+    for (Index q = 0; q < Q; ++q) {
+      const Index b = model.latent_begin(q), n = model.latent_size(q);
+      p.Lambda.block(b, b, n, n) *= model.weight(task, q);
+    }
   p.alpha = p.Lambda.transpose() * model.q_mean;
   p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Lambda;
-  // Q = blockdiag(Linv^T Linv, 0) - B^T B as two symmetric rank updates (half the flops of two
-  // products).
+  // Q = blockdiag(Lambda_W^T Lambda_W, 0) - B^T B as two symmetric rank updates (half the flops of
+  // two products).
   p.P = Matrix::Zero(Mq, Mq);
-  p.P.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Linv.transpose(), 1.0);
+  p.P.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Lambda.topLeftCorner(M, M).transpose(), 1.0);
   p.Q = p.P;
   p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.B.transpose(), -1.0);
   p.P = p.P.selfadjointView<Eigen::Lower>();
@@ -211,13 +334,40 @@ Posterior compute_posterior(const Model& model) {
   return p;
 }
 
-void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, KernelCache& cache) {
-  const Index M = model.num_inducing(), P = model.spec.num_fixed_effects();
-  model.kernel.cross_into(model.inducing, X, F.topRows(M), cache);
+void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, FeatureCache& cache) {
+  const Index M = model.num_inducing(), P = model.spec.num_fixed_effects(), Q = model.num_latents();
+  if (static_cast<Index>(cache.latents.size()) < Q) cache.latents.resize(static_cast<size_t>(Q));
+  for (Index q = 0; q < Q; ++q) {
+    const Index b = model.latent_begin(q), n = model.latent_size(q);
+    model.kernel_of(q).cross_into(model.inducing.middleCols(b, n), X, F.middleRows(b, n),
+                                  cache.latents[static_cast<size_t>(q)]);
+  }
   if (P == 0) return;
   const double s = model.spec.linear_prior_sd;
   F.row(M).setConstant(s);
   F.middleRows(M + 1, P - 1) = s * X.topRows(P - 1);
+}
+
+void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache,
+                       Vector& grad_kernel, Matrix* grad_inducing) {
+  const Index Q = model.num_latents();
+  if (Q == 1) {
+    model.kernel.cross_backward(dF, cache.latents[0], grad_kernel, grad_inducing);
+    return;
+  }
+  Index k = 0;
+  for (Index q = 0; q < Q; ++q) {
+    const Kernel& kq = model.kernel_of(q);
+    const Index b = model.latent_begin(q), n = model.latent_size(q), np = kq.num_params();
+    Vector g = Vector::Zero(np);
+    Matrix gW;
+    if (grad_inducing) gW.setZero(model.num_inputs(), n);
+    kq.cross_backward(dF.middleRows(b, n), cache.latents[static_cast<size_t>(q)], g,
+                      grad_inducing ? &gW : nullptr);
+    grad_kernel.segment(k, np) += g;
+    if (grad_inducing) grad_inducing->middleCols(b, n) += gW;
+    k += np;
+  }
 }
 
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var) {
@@ -232,9 +382,9 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
   const auto K = scratch.K.shape(model.num_q(), X.cols());
   features_into(model, X, K, scratch.kernel);
   mean.noalias() = K.transpose() * post.alpha;
-  mean.array() += model.mean;
+  mean.array() += model.mean_of(post.task);
   const Index linear = model.spec.num_linear_point();
-  if (linear > 0) mean.noalias() += X.topRows(linear).transpose() * model.linear_mean;
+  if (linear > 0) mean.noalias() += X.topRows(linear).transpose() * model.linear_of(post.task);
   if (model.spec.map_estimate) {
     var.setZero();  // a point estimate carries no uncertainty
     return;
@@ -247,9 +397,9 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
 FixedEffectEstimates fixed_effect_estimates(const Model& model) {
   const Index d = model.spec.linear_inputs, P = model.spec.num_fixed_effects();
   FixedEffectEstimates e{Vector::Zero(1 + d), Vector::Zero(1 + d)};
-  e.mean[0] = model.mean;
+  e.mean[0] = model.mean_of(model.spec.task);
   if (P == 0) {
-    e.mean.tail(d) = model.linear_mean;
+    e.mean.tail(d) = model.linear_of(model.spec.task);
     return e;
   }
   // c = s w over q's last P entries: mean s m_w, covariance s^2 (rows of L_v) (rows of L_v)^T.

@@ -2,6 +2,7 @@
 // of its free parameters into one vector for the optimisers.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,8 @@ struct SourceSpec {
   Expectation expectation = Expectation::bound;
   Aggregation aggregation = Aggregation::sum;
   bool unit_effect = false;
+  Link link = Link::exp;
+  Index task = 0;  // which task (ModelSpec::tasks) the source observes
 };
 
 // The model's settings. The observation fields (likelihood, expectation, aggregation,
@@ -102,8 +105,20 @@ struct ModelSpec {
   // The first source's name (empty for a model of one source) and the further sources.
   std::string source_name;
   std::vector<SourceSpec> more_sources;
+  // Shared latent fields (docs/sources.md, "Tasks and shared latent fields"): `latents` sparse GPs
+  // u_q, each with its own kernel and inducing inputs, and the tasks the sources observe, task d's
+  // latent being f_d = mu_d + sum_q w_dq u_q. One task and one latent is the plain model, with no
+  // mixing weights. `task` is the first source's task (in a source's view, that source's).
+  Index latents = 1;
+  std::vector<std::string> tasks;  // names; empty: one unnamed task
+  Index task = 0;
 
   Index num_sources() const { return 1 + static_cast<Index>(more_sources.size()); }
+  Index num_tasks() const { return std::max<Index>(1, static_cast<Index>(tasks.size())); }
+  // Whether the model mixes latents into tasks (and so learns the weights w_dq).
+  bool mixed() const { return num_tasks() > 1 || latents > 1; }
+  // The task's name: tasks[d], or "" for the one task of an unmixed model.
+  std::string task_name(Index d) const { return tasks.empty() ? std::string() : tasks[static_cast<size_t>(d)]; }
   SourceSpec source(Index s) const;
   // The spec as source s's bags see it: its observation fields in the first source's place and no
   // further sources. for_source(0) of a one-source spec is the spec itself.
@@ -119,6 +134,8 @@ struct ModelSpec {
   Index num_fixed_effects() const { return fixed_effects == FixedEffects::variational ? 1 + linear_inputs : 0; }
   // Coefficients held as a point value (Model::linear_mean).
   Index num_linear_point() const { return fixed_effects == FixedEffects::point ? linear_inputs : 0; }
+  // Point coefficients of every task (each task has its own linear mean).
+  Index num_linear_coefficients() const { return num_linear_point() * num_tasks(); }
 };
 
 // The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
@@ -139,13 +156,13 @@ struct UnitEffectMoments {
 
 struct Model {
   ModelSpec spec;
-  Kernel kernel;
-  Matrix inducing;  // D x M inducing inputs W
+  Kernel kernel;    // latent 0's kernel
+  Matrix inducing;  // D x M inducing inputs W of every latent, latent after latent
   // q(v) over the M whitened inducing values, then spec.num_fixed_effects() whitened fixed effects.
   Vector q_mean;       // m_v (num_q())
   Matrix q_chol;       // L_v (num_q() x num_q() lower, positive diagonal)
   double mean = 0.0;   // constant prior mean mu
-  Vector linear_mean;  // beta (spec.num_linear_point() entries)
+  Vector linear_mean;  // beta of every task, task after task (spec.num_linear_coefficients() entries)
   // The likelihood's own parameters, named by BagLikelihood::param_names (log tau of the Normal
   // model, log r of the negative binomial; empty for Poisson).
   Vector likelihood_params;
@@ -157,6 +174,28 @@ struct Model {
     UnitEffect unit_effect;
   };
   std::vector<SourceParams> more_sources;
+  // Shared latent fields (spec.latents > 1 or several tasks): the kernels of latents 1.., the number
+  // of inducing inputs of each latent (empty: all are latent 0's), the mixing weights w_dq (tasks x
+  // latents) and the intercepts mu_d of tasks 1.. (task 0's is `mean`).
+  std::vector<Kernel> more_kernels;
+  std::vector<Index> inducing_sizes;
+  Matrix mixing;
+  Vector task_means;
+
+  Index num_latents() const { return 1 + static_cast<Index>(more_kernels.size()); }
+  const Kernel& kernel_of(Index q) const { return q == 0 ? kernel : more_kernels[static_cast<size_t>(q - 1)]; }
+  Kernel& kernel_of(Index q) { return q == 0 ? kernel : more_kernels[static_cast<size_t>(q - 1)]; }
+  // Latent q's inducing inputs are the columns [latent_begin(q), latent_begin(q) + latent_size(q)).
+  Index latent_begin(Index q) const;
+  Index latent_size(Index q) const;
+  // Kernel hyperparameters of every latent, latent after latent (the kernel block of the layout).
+  Index num_kernel_params() const;
+  // w_dq, 1 for an unmixed model.
+  double weight(Index d, Index q) const { return spec.mixed() ? mixing(d, q) : 1.0; }
+  double mean_of(Index d) const { return d == 0 ? mean : task_means[d - 1]; }
+  // Task d's point coefficients beta_d.
+  auto linear_of(Index d) const { return linear_mean.segment(d * spec.num_linear_point(), spec.num_linear_point()); }
+  double& mean_of(Index d) { return d == 0 ? mean : task_means[d - 1]; }
 
   // The model as source s sees it: spec.for_source(s), with that source's likelihood parameters
   // and unit effect in the first source's place. The latent field is shared.
@@ -196,6 +235,8 @@ struct ModelGradient {
   double mean = 0;
   Vector linear_mean;
   Vector kernel;
+  Vector task_means;
+  Matrix mixing;  // tasks x latents when spec.mixed()
   // With respect to every source's likelihood parameters, source after source.
   Vector likelihood;
   // With respect to log sigma_u of each source with a unit effect, in source order (empty without).
@@ -213,10 +254,13 @@ struct ModelGradient {
 // the inducing inputs, then, with variational fixed effects, z(x) = (1, x_1..x_d) scaled by the
 // prior sd s. Whitening maps them by Lambda = blockdiag(L^{-1}, I_P), so f(x) = mu + phi^T Lambda^T
 // w with w ~ q = N(m_v, L_v L_v^T) and the prior N(0, I).
+// With shared latent fields, k_W(x) stacks every latent's k_q(W_q, x), L is block diagonal, and a
+// task d's posterior scales latent q's block of Lambda by w_dq: f_d = mu_d + sum_q w_dq u_q.
 struct Posterior {
-  Matrix L;       // chol(K_WW + eps I)
+  Index task = 0;
+  Matrix L;       // chol(K_WW + eps I), block diagonal over the latents
   Matrix Linv;    // L^{-1}
-  Matrix Lambda;  // blockdiag(L^{-1}, I_P)
+  Matrix Lambda;  // blockdiag(w_d1 L_1^{-1}, ..., w_dQ L_Q^{-1}, I_P)
   Vector alpha;   // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
   Matrix B;       // L_v^T Lambda
   // blockdiag(L^{-T} L^{-1}, 0) - B^T B: variance s^2(x) = k(x,x) - phi(x)^T Q phi(x)
@@ -224,23 +268,37 @@ struct Posterior {
   // blockdiag(L^{-T} L^{-1}, 0): the residual variance k(x,x) - phi(x)^T P phi(x) that the
   // inducing values leave (the covariance of f is T^T T plus its diagonal)
   Matrix P;
-  double kdiag = 0;        // k(x, x)
+  double kdiag = 0;        // the task's k(x, x) = sum_q w_dq^2 k_q(x, x)
+  Vector latent_kdiag;     // k_q(x, x) of each latent
   double jitter_used = 0;  // relative jitter that made the Cholesky succeed
 };
 
-Posterior compute_posterior(const Model& model);
+// The posterior of task d (by default the task of the model's view, spec.task).
+Posterior compute_posterior(const Model& model, Index task);
+inline Posterior compute_posterior(const Model& model) { return compute_posterior(model, model.spec.task); }
 
 // Per-pixel mean and variance of f for inputs stored one per column.
 void latent_marginals(const Model& model, const Posterior& post, const Matrix& X, Vector& mean, Vector& var);
 
+// Kernel scratch of the features of a block of pixels: one cache per latent.
+struct FeatureCache {
+  std::vector<KernelCache> latents;
+};
+
 // phi(x) of every column of X into the (M + P) x X.cols() matrix F (see Posterior).
-void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, KernelCache& cache);
+void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen::Ref<Matrix> F, FeatureCache& cache);
+
+// Given dF = dL/dF for the kernel rows of the last features_into that filled `cache`, adds the
+// gradient of every latent's kernel to grad_kernel (Model::num_kernel_params() entries) and, when
+// grad_inducing is non-null, of the inducing inputs to it (D x M). Consumes the cache.
+void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache,
+                       Vector& grad_kernel, Matrix* grad_inducing);
 
 // Buffers of latent_marginals_into, kept by a caller that predicts block after block so the
 // M x block matrices are allocated once.
 struct LatentScratch {
   Buffer K, R;
-  KernelCache kernel;
+  FeatureCache kernel;
 };
 
 // The same into preallocated outputs of X.cols() entries.

@@ -12,6 +12,12 @@ namespace vbagg {
 
 namespace {
 
+Index kernel_parts(const Model& model) {
+  Index n = 0;
+  for (Index q = 0; q < model.num_latents(); ++q) n += static_cast<Index>(model.kernel_of(q).parts().size());
+  return n;
+}
+
 // Gradient accumulators of one slot, with respect to the per-evaluation quantities of Posterior:
 // alpha, Q, B, mu, k(x,x), the kernel (through K_Wa and K_aa), the noise and W.
 struct Accumulator {
@@ -64,6 +70,7 @@ struct Accumulator {
 // effect, where its gradients go, and what its bag term reads.
 struct SourceTerm {
   ModelSpec spec;
+  const Posterior* post = nullptr;  // of the source's task
   const Vector* params = nullptr;
   double unit_log_sd = 0;
   Index likelihood_offset = 0, unit_offset = 0;
@@ -75,7 +82,7 @@ struct BlockScratch {
   Buffer K;            // k(W, X_block), M x len
   Buffer R;            // Q K; the backward pass turns it into dL/dK
   Buffer S;            // residual mode: P K, for the residual d = k - diag(K^T P K)
-  KernelCache kernel;  // distances for the kernel backward
+  FeatureCache kernel;  // distances for the kernel backward
 };
 
 // Per-thread scratch, reused from bag to bag so the large buffers are allocated once per thread.
@@ -158,7 +165,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   const Index blocks = (n + block - 1) / block;
   const double bytes_per_block =
       static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
-      ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(model.kernel.parts().size()));
+      ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_parts(model)));
   const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
   // unless a residual-form term reads the blocks' features again for its products with T.
@@ -197,9 +204,9 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
             (post.kdiag - K.cwiseProduct(sb.S.view()).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     }
   }
-  m.array() += model.mean;
+  m.array() += model.mean_of(src.spec.task);
   const Index linear = model.spec.num_linear_point();
-  if (linear > 0) m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_mean;
+  if (linear > 0) m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
   KernelCache aa_cache;
   if (needs == BagNeeds::exact) {
     const auto Xa = data.inputs.middleCols(begin, n);
@@ -227,7 +234,9 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
   if (g.g_params.size()) acc.g_likelihood.segment(src.likelihood_offset, g.g_params.size()) += scale * g.g_params;
   acc.g_mean += g.gm.sum();
-  if (linear > 0) acc.g_linear.noalias() += data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
+  if (linear > 0)
+    acc.g_linear.segment(src.spec.task * linear, linear).noalias() +=
+        data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
   std::vector<std::pair<Matrix, Matrix>> factors;  // (B^T U, V) and (U, V) of dl/dT = sum U V^T
@@ -282,60 +291,89 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
       }
     }
     // The fixed effects' rows of the features are data: only the kernel rows pass on.
-    model.kernel.cross_backward(dK.topRows(M), sb.kernel, acc.g_kernel,
-                                model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+    features_backward(model, dK.topRows(M), sb.kernel, acc.g_kernel,
+                      model.spec.learn_inducing ? &acc.g_inducing : nullptr);
   }
 }
 
-// From the accumulated gradients with respect to (alpha, Q, B) to (m_v, L_v, L_W) and then
-// through the Cholesky of K_WW to the kernel and W.
-void finish_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g,
-                     ObjectiveValue* moments) {
+// From one task's accumulated gradients with respect to (alpha, Q, B) of its posterior to (m_v,
+// L_v), its intercept and mixing weights, and dL/dLinv (the unscaled, shared L^{-1}) and dL/dk_q(x,x)
+// per latent, which finish_gradient takes through the Cholesky of K_WW.
+void task_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g,
+                   ObjectiveValue* moments, Matrix& gLinv, Vector& g_latent_kdiag) {
   Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
   if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
-  const Matrix& Linv = post.Linv;
   const Matrix& Lambda = post.Lambda;
-  const Index M = model.num_inducing();
+  const Index M = model.num_inducing(), d = post.task;
   if (moments) {
-    // alpha = Lambda^T m_v; Q = blockdiag(Linv^T Linv, 0) - Lambda^T S_v Lambda; and every bag term
-    // reads T = B K only through T^T T = K^T Lambda^T S_v Lambda K, so
+    // alpha = Lambda^T m_v; Q = blockdiag(Lambda_W^T Lambda_W, 0) - Lambda^T S_v Lambda; and every
+    // bag term reads T = B K only through T^T T = K^T Lambda^T S_v Lambda K, so
     // dL/dS_v = L_v^{-T} dL/dB Lambda^T / 2.
-    moments->grad_q_mean = Lambda * acc.g_alpha;
+    moments->grad_q_mean += Lambda * acc.g_alpha;
     Matrix gS = -(Lambda * gQ * Lambda.transpose());
     if (acc.g_B.size())
       gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Lambda.transpose());
-    moments->grad_q_cov = 0.5 * (gS + gS.transpose());
+    moments->grad_q_cov += 0.5 * (gS + gS.transpose());
   }
-  // Q = blockdiag(Linv^T Linv, 0) - B^T B, B = L_v^T Lambda, alpha = Lambda^T m_v; only Lambda's
-  // top-left block, Linv, depends on the kernel.
+  // Q = blockdiag(Lambda_W^T Lambda_W, 0) - B^T B, B = L_v^T Lambda, alpha = Lambda^T m_v; only
+  // Lambda's top-left block Lambda_W = blockdiag(w_dq L_q^{-1}) depends on the kernels.
   Matrix gB = -2.0 * post.B * gQ;
   if (acc.g_B.size()) gB += acc.g_B;
   Matrix gLambda = model.q_mean * acc.g_alpha.transpose();
   gLambda.noalias() += model.q_chol * gB;
-  Matrix gLinv = gLambda.topLeftCorner(M, M);
-  Matrix gPrior = gQ.topLeftCorner(M, M);  // Q and P = Q + B^T B share the prior part Linv^T Linv
+  Matrix gLambdaW = gLambda.topLeftCorner(M, M);
+  Matrix gPrior = gQ.topLeftCorner(M, M);  // Q and P = Q + B^T B share the prior part
   if (acc.g_P_lower.size()) gPrior += Matrix(acc.g_P_lower.selfadjointView<Eigen::Lower>()).topLeftCorner(M, M);
-  gLinv.noalias() += 2.0 * Linv * gPrior;
+  gLambdaW.noalias() += 2.0 * Lambda.topLeftCorner(M, M) * gPrior;
   g.q_mean += Lambda * acc.g_alpha;
   g.q_chol += (Lambda * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
-  g.mean += acc.g_mean;
+  if (d == 0)
+    g.mean += acc.g_mean;
+  else
+    g.task_means[d - 1] += acc.g_mean;
   g.linear_mean += acc.g_linear;
   g.likelihood += acc.g_likelihood;
   g.unit_effect += acc.g_unit;
   g.kernel += acc.g_kernel;
   g.inducing += acc.g_inducing;
+  // Latent q's block of Lambda_W is w_dq L_q^{-1}, and the task's k(x,x) is sum_q w_dq^2 k_q(x,x).
+  for (Index q = 0; q < model.num_latents(); ++q) {
+    const Index b = model.latent_begin(q), n = model.latent_size(q);
+    const double w = model.weight(d, q);
+    const auto G = gLambdaW.block(b, b, n, n);
+    gLinv.block(b, b, n, n) += w * G;
+    g_latent_kdiag[q] += w * w * acc.g_kdiag;
+    if (model.spec.mixed())
+      g.mixing(d, q) += G.cwiseProduct(post.Linv.block(b, b, n, n)).sum() + 2.0 * w * post.latent_kdiag[q] * acc.g_kdiag;
+  }
+}
 
+// From dL/dLinv and dL/dk_q(x,x) through the Cholesky of the block-diagonal K_WW + eps I to every
+// latent's kernel and inducing inputs.
+void finish_gradient(const Model& model, const Posterior& post, const Matrix& gLinv, const Vector& g_latent_kdiag,
+                     ModelGradient& g) {
+  const Matrix& Linv = post.Linv;
   // Linv = L^{-1}: dL = -Linv^T dLinv Linv^T; then the Cholesky of K_WW + eps I.
   const Matrix gL = (-(Linv.transpose() * gLinv * Linv.transpose())).triangularView<Eigen::Lower>();
   const Matrix gK = cholesky_backward(post.L, Linv, gL);
-  double g_kdiag = acc.g_kdiag + post.jitter_used * gK.trace();  // eps = jitter * k(x,x)
-  model.kernel.diag_backward(g_kdiag, g.kernel);
-  KernelCache cache;
-  Matrix Kww;
-  model.kernel.cross(model.inducing, model.inducing, Kww, &cache);
-  Matrix gW = Matrix::Zero(model.num_inputs(), model.num_inducing());
-  model.kernel.cross_backward(gK, cache, g.kernel, model.spec.learn_inducing ? &gW : nullptr);
-  g.inducing += 2.0 * gW;  // W appears on both sides of K_WW and gK is symmetric
+  Index k = 0;
+  for (Index q = 0; q < model.num_latents(); ++q) {
+    const Kernel& kernel = model.kernel_of(q);
+    const Index b = model.latent_begin(q), n = model.latent_size(q), np = kernel.num_params();
+    const Matrix gKq = gK.block(b, b, n, n);
+    Vector gk = Vector::Zero(np);
+    // eps_q = jitter * k_q(x,x)
+    kernel.diag_backward(g_latent_kdiag[q] + post.jitter_used * gKq.trace(), gk);
+    KernelCache cache;
+    Matrix Kww;
+    const Matrix W = model.inducing.middleCols(b, n);
+    kernel.cross(W, W, Kww, &cache);
+    Matrix gW = Matrix::Zero(model.num_inputs(), n);
+    kernel.cross_backward(gKq, cache, gk, model.spec.learn_inducing ? &gW : nullptr);
+    g.kernel.segment(k, np) += gk;
+    g.inducing.middleCols(b, n) += 2.0 * gW;  // W appears on both sides of K_WW and gK is symmetric
+    k += np;
+  }
 }
 
 }  // namespace
@@ -349,12 +387,16 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (model.spec.linear_inputs > model.num_inputs())
     throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) +
                       " coefficients but the model " + std::to_string(model.num_inputs()) + " inputs");
-  const Posterior post = compute_posterior(model);
+  // One posterior per task: the tasks differ only in how Lambda's latent blocks are scaled.
+  const Index tasks = model.spec.num_tasks();
+  std::vector<Posterior> posts;
+  for (Index d = 0; d < tasks; ++d) posts.push_back(compute_posterior(model, d));
   std::vector<SourceTerm> sources;
   std::vector<BagNeeds> needs;
   for (Index s = 0; s < model.spec.num_sources(); ++s) {
     SourceTerm t;
     t.spec = model.spec.for_source(s);
+    t.post = &posts[static_cast<size_t>(t.spec.task)];
     t.params = &model.likelihood_params_of(s);
     t.unit_log_sd = model.unit_effect_of(s).log_sd;
     t.likelihood_offset = source_likelihood_offset(model, s);
@@ -371,15 +413,16 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
       throw DataError("bag " + data.bag_name(a) + " is of source " + std::to_string(data.source_of(a)) +
                       " but the model has " + std::to_string(model.spec.num_sources()) + " sources");
   const bool with_grad = grad != nullptr;
-  const Index Mq = model.num_q(), D = model.num_inputs(), P = model.kernel.num_params();
+  const Index Mq = model.num_q(), D = model.num_inputs(), P = model.num_kernel_params();
   const Index M = model.num_inducing();
   const int slots = std::max({1, options.slots, options.threads});
   const Index unit_params = with_grad ? param_slice(model, ParamBlockId::unit_effect).size : 0;
 
+  // acc[s * tasks + d]: slot s's sums over the bags of task d.
   std::vector<Accumulator> acc;
-  acc.reserve(slots);
-  for (int s = 0; s < slots; ++s)
-    acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_point(),
+  acc.reserve(static_cast<size_t>(slots * tasks));
+  for (int s = 0; s < slots * tasks; ++s)
+    acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_coefficients(),
                      param_slice(model, ParamBlockId::likelihood).size, unit_params,
                      with_grad ? needs : std::vector<BagNeeds>{});
 
@@ -394,23 +437,37 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   for (int s = 0; s < slots; ++s) {
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];
-      for (size_t k = s; k < bags.size(); k += slots)
-        process_bag(model, post, data, bags[k], scale,
-                    sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0], with_grad, options, ws, acc[s]);
+      for (size_t k = s; k < bags.size(); k += slots) {
+        const SourceTerm& src = sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
+        process_bag(model, *src.post, data, bags[k], scale, src, with_grad, options, ws,
+                    acc[static_cast<size_t>(s * tasks + src.spec.task)]);
+      }
     } catch (...) {
       errors[s] = std::current_exception();
     }
   }
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
-  for (int s = 1; s < slots; ++s) acc[0].add(acc[s]);
+  for (Index d = 0; d < tasks; ++d)
+    for (int s = 1; s < slots; ++s) acc[static_cast<size_t>(d)].add(acc[static_cast<size_t>(s * tasks + d)]);
 
   ObjectiveValue out;
-  out.data_term = acc[0].value;
-  out.jitter_used = post.jitter_used;
+  for (Index d = 0; d < tasks; ++d) out.data_term += acc[static_cast<size_t>(d)].value;
+  out.jitter_used = posts[0].jitter_used;
   ModelGradient g(model);
-  if (with_grad)
-    finish_gradient(model, post, acc[0], g, options.q_moments_gradient && !model.spec.map_estimate ? &out : nullptr);
+  if (with_grad) {
+    const bool moments = options.q_moments_gradient && !model.spec.map_estimate;
+    if (moments) {
+      out.grad_q_mean = Vector::Zero(Mq);
+      out.grad_q_cov = Matrix::Zero(Mq, Mq);
+    }
+    Matrix gLinv = Matrix::Zero(M, M);
+    Vector g_latent_kdiag = Vector::Zero(model.num_latents());
+    for (Index d = 0; d < tasks; ++d)
+      task_gradient(model, posts[static_cast<size_t>(d)], acc[static_cast<size_t>(d)], g, moments ? &out : nullptr,
+                    gLinv, g_latent_kdiag);
+    finish_gradient(model, posts[0], gLinv, g_latent_kdiag, g);
+  }
   ModelGradient gkl(model);
   out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;

@@ -65,34 +65,108 @@ const ParamBlock kMean{
     [](const Model&, const ModelGradient& g, double* out) { *out = g.mean; },
 };
 
+// Every task's point coefficients beta_d, task after task.
 const ParamBlock kLinearMean{
     ParamBlockId::linear_mean,
-    [](const Model& m) { return m.spec.num_linear_point(); },
+    [](const Model& m) { return m.spec.num_linear_coefficients(); },
     [](const Model& m, double* out) {
-      if (m.linear_mean.size() != m.spec.num_linear_point())
+      const Index n = m.spec.num_linear_coefficients();
+      if (m.linear_mean.size() != n)
         throw ConfigError("the model holds " + std::to_string(m.linear_mean.size()) + " linear-mean coefficients for " +
-                          std::to_string(m.spec.num_linear_point()) + " inputs");
-      Eigen::Map<Vector>(out, m.spec.num_linear_point()) = m.linear_mean;
+                          std::to_string(m.spec.num_linear_point()) + " inputs and " +
+                          std::to_string(m.spec.num_tasks()) + " tasks");
+      Eigen::Map<Vector>(out, n) = m.linear_mean;
     },
-    [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_point()); },
+    [](Model& m, const double* in) {
+      m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_coefficients());
+    },
     [](const Model& m, std::vector<std::string>& out) {
-      for (Index i = 0; i < m.spec.num_linear_point(); ++i) out.push_back("linear_mean" + idx(i));
+      for (Index d = 0; d < m.spec.num_tasks(); ++d)
+        for (Index i = 0; i < m.spec.num_linear_point(); ++i)
+          out.push_back((d == 0 ? std::string() : m.spec.task_name(d) + ".") + "linear_mean" + idx(i));
     },
     [](const Model& m, const ModelGradient& g, double* out) {
-      Eigen::Map<Vector>(out, m.spec.num_linear_point()) = g.linear_mean;
+      Eigen::Map<Vector>(out, m.spec.num_linear_coefficients()) = g.linear_mean;
     },
 };
 
+// Every latent's kernel log-hyperparameters, latent after latent.
 const ParamBlock kKernel{
     ParamBlockId::kernel,
-    [](const Model& m) { return m.kernel.num_params(); },
-    [](const Model& m, double* out) { Eigen::Map<Vector>(out, m.kernel.num_params()) = m.kernel.params(); },
-    [](Model& m, const double* in) { m.kernel.set_params(Eigen::Map<const Vector>(in, m.kernel.num_params())); },
+    [](const Model& m) { return m.num_kernel_params(); },
+    [](const Model& m, double* out) {
+      for (Index q = 0; q < m.num_latents(); ++q) {
+        const Kernel& k = m.kernel_of(q);
+        Eigen::Map<Vector>(out, k.num_params()) = k.params();
+        out += k.num_params();
+      }
+    },
+    [](Model& m, const double* in) {
+      for (Index q = 0; q < m.num_latents(); ++q) {
+        Kernel& k = m.kernel_of(q);
+        k.set_params(Eigen::Map<const Vector>(in, k.num_params()));
+        in += k.num_params();
+      }
+    },
     [](const Model& m, std::vector<std::string>& out) {
-      for (const auto& n : m.kernel.param_names()) out.push_back("kernel." + n);
+      for (Index q = 0; q < m.num_latents(); ++q)
+        for (const auto& n : m.kernel_of(q).param_names())
+          out.push_back((q == 0 ? std::string() : "latent" + std::to_string(q) + ".") + "kernel." + n);
     },
     [](const Model& m, const ModelGradient& g, double* out) {
-      Eigen::Map<Vector>(out, m.kernel.num_params()) = g.kernel;
+      Eigen::Map<Vector>(out, m.num_kernel_params()) = g.kernel;
+    },
+};
+
+// The intercepts mu_d of tasks 1.. (task 0's is `mean`).
+const ParamBlock kTaskMeans{
+    ParamBlockId::task_means,
+    [](const Model& m) { return m.spec.num_tasks() - 1; },
+    [](const Model& m, double* out) {
+      if (m.task_means.size() != m.spec.num_tasks() - 1)
+        throw ConfigError("the model holds " + std::to_string(m.task_means.size() + 1) + " task means for " +
+                          std::to_string(m.spec.num_tasks()) + " tasks");
+      Eigen::Map<Vector>(out, m.task_means.size()) = m.task_means;
+    },
+    [](Model& m, const double* in) { m.task_means = Eigen::Map<const Vector>(in, m.spec.num_tasks() - 1); },
+    [](const Model& m, std::vector<std::string>& out) {
+      for (Index d = 1; d < m.spec.num_tasks(); ++d) out.push_back(m.spec.task_name(d) + ".mean");
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      Eigen::Map<Vector>(out, m.spec.num_tasks() - 1) = g.task_means;
+    },
+};
+
+Index mixing_size(const Model& m) { return m.spec.mixed() ? m.spec.num_tasks() * m.spec.latents : 0; }
+
+// The mixing weights w_dq, task by task (row-major), when the model mixes latents into tasks.
+const ParamBlock kMixing{
+    ParamBlockId::mixing,
+    mixing_size,
+    [](const Model& m, double* out) {
+      if (!m.spec.mixed()) return;
+      if (m.mixing.rows() != m.spec.num_tasks() || m.mixing.cols() != m.spec.latents)
+        throw ConfigError("the mixing weights are " + std::to_string(m.mixing.rows()) + " x " +
+                          std::to_string(m.mixing.cols()) + " for " + std::to_string(m.spec.num_tasks()) +
+                          " tasks and " + std::to_string(m.spec.latents) + " latents");
+      for (Index d = 0; d < m.mixing.rows(); ++d)
+        for (Index q = 0; q < m.mixing.cols(); ++q) *out++ = m.mixing(d, q);
+    },
+    [](Model& m, const double* in) {
+      if (!m.spec.mixed()) return;
+      m.mixing.resize(m.spec.num_tasks(), m.spec.latents);
+      for (Index d = 0; d < m.mixing.rows(); ++d)
+        for (Index q = 0; q < m.mixing.cols(); ++q) m.mixing(d, q) = *in++;
+    },
+    [](const Model& m, std::vector<std::string>& out) {
+      if (!m.spec.mixed()) return;
+      for (Index d = 0; d < m.spec.num_tasks(); ++d)
+        for (Index q = 0; q < m.spec.latents; ++q) out.push_back("mixing" + idx(d, q));
+    },
+    [](const Model& m, const ModelGradient& g, double* out) {
+      if (!m.spec.mixed()) return;
+      for (Index d = 0; d < g.mixing.rows(); ++d)
+        for (Index q = 0; q < g.mixing.cols(); ++q) *out++ = g.mixing(d, q);
     },
 };
 
@@ -196,8 +270,8 @@ const ParamBlock kInducing{
 }  // namespace
 
 const std::vector<ParamBlock>& param_blocks() {
-  static const std::vector<ParamBlock> blocks{kQMean,  kQChol,      kMean,       kLinearMean,
-                                              kKernel, kLikelihood, kUnitEffect, kInducing};
+  static const std::vector<ParamBlock> blocks{kQMean,  kQChol,  kMean,       kTaskMeans,  kLinearMean,
+                                              kKernel, kMixing, kLikelihood, kUnitEffect, kInducing};
   return blocks;
 }
 

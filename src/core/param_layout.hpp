@@ -9,7 +9,18 @@
 
 namespace vbagg {
 
-enum class ParamBlockId { q_mean, q_chol, mean, linear_mean, kernel, likelihood, unit_effect, inducing };
+enum class ParamBlockId {
+  q_mean,
+  q_chol,
+  mean,
+  task_means,
+  linear_mean,
+  kernel,
+  mixing,
+  likelihood,
+  unit_effect,
+  inducing
+};
 
 struct ParamBlock {
   ParamBlockId id;

@@ -42,6 +42,22 @@ void emit_source_parameters(YAML::Emitter& out, const Model& view) {
   }
 }
 
+// A kernel as a list of its parts.
+void emit_kernel(YAML::Emitter& out, const Kernel& kernel) {
+  out << YAML::BeginSeq;
+  for (const auto& p : kernel.parts()) {
+    out << YAML::BeginMap;
+    out << YAML::Key << "type" << YAML::Value << to_string(p.type);
+    out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
+    out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
+    out << YAML::Key << "log_variance" << YAML::Value << p.log_variance;
+    out << YAML::Key << "log_lengthscale" << YAML::Value;
+    emit_vector(out, p.log_lengthscale);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndSeq;
+}
+
 struct Reader {
   const std::string& path;
 
@@ -85,6 +101,38 @@ struct Reader {
     return out;
   }
 };
+
+// A kernel written by emit_kernel, at `name` in messages.
+Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& name) {
+  if (!kn.IsSequence() || kn.size() == 0) r.broken("'" + name + "' must be a non-empty list");
+  std::vector<KernelPart> parts;
+  for (size_t i = 0; i < kn.size(); ++i) {
+    const std::string w = name + "[" + std::to_string(i) + "].";
+    KernelPart p;
+    try {
+      p.type = parse_kernel_type(r.get<std::string>(kn[i], "type", w));
+    } catch (const ConfigError& e) {
+      r.broken(e.what());
+    }
+    p.begin = r.get<long long>(kn[i], "first_input", w);
+    p.dim = r.get<long long>(kn[i], "inputs", w);
+    p.log_variance = r.get<double>(kn[i], "log_variance", w);
+    p.log_lengthscale = r.vec(kn[i], "log_lengthscale", w, p.type == KernelType::ard ? p.dim : 1);
+    parts.push_back(p);
+  }
+  try {
+    return Kernel(parts);
+  } catch (const ConfigError& e) {
+    r.broken(e.what());
+  }
+}
+
+// The index of the task named `task` among spec.tasks.
+Index task_of(const Reader& r, const ModelSpec& spec, const std::string& task, const std::string& name) {
+  for (Index d = 0; d < static_cast<Index>(spec.tasks.size()); ++d)
+    if (spec.tasks[static_cast<size_t>(d)] == task) return d;
+  r.broken("'" + name + "' names the task '" + task + "', which 'model.tasks' does not list");
+}
 
 // The sections every kind has: inputs, grid, units, training, config. D: the model's input
 // count to check against (-1: no GP).
@@ -145,19 +193,29 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     if (!m.spec.source_name.empty()) out << YAML::Key << "source" << YAML::Value << m.spec.source_name;
     out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
     if (m.spec.map_estimate) out << YAML::Key << "prior_precision" << YAML::Value << m.spec.prior_precision;
-    out << YAML::Key << "kernel" << YAML::Value << YAML::BeginSeq;
-    for (const auto& p : m.kernel.parts()) {
-      out << YAML::BeginMap;
-      out << YAML::Key << "type" << YAML::Value << to_string(p.type);
-      out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
-      out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
-      out << YAML::Key << "log_variance" << YAML::Value << p.log_variance;
-      out << YAML::Key << "log_lengthscale" << YAML::Value;
-      emit_vector(out, p.log_lengthscale);
-      out << YAML::EndMap;
-    }
-    out << YAML::EndSeq;
+    out << YAML::Key << "kernel" << YAML::Value;
+    emit_kernel(out, m.kernel);
     out << YAML::Key << "mean" << YAML::Value << m.mean;
+    if (!m.spec.tasks.empty()) {
+      out << YAML::Key << "tasks" << YAML::Value << YAML::Flow << m.spec.tasks;
+      out << YAML::Key << "task" << YAML::Value << m.spec.task_name(m.spec.task);
+    }
+    if (m.spec.mixed()) {
+      // Shared latent fields: the further latents' kernels, each latent's number of inducing inputs
+      // (their columns follow one another in 'inducing'), the mixing weights (a row per task) and
+      // the further tasks' intercepts.
+      out << YAML::Key << "more_kernels" << YAML::Value << YAML::BeginSeq;
+      for (const Kernel& k : m.more_kernels) emit_kernel(out, k);
+      out << YAML::EndSeq;
+      std::vector<long long> sizes;
+      for (Index q = 0; q < m.num_latents(); ++q) sizes.push_back(static_cast<long long>(m.latent_size(q)));
+      out << YAML::Key << "latent_inducing" << YAML::Value << YAML::Flow << sizes;
+      out << YAML::Key << "mixing" << YAML::Value << YAML::BeginSeq;
+      for (Index d = 0; d < m.mixing.rows(); ++d) emit_vector(out, m.mixing.row(d).transpose());
+      out << YAML::EndSeq;
+      out << YAML::Key << "task_means" << YAML::Value;
+      emit_vector(out, m.task_means);
+    }
     if (m.spec.fixed_effects == FixedEffects::variational) {
       // The intercept's offset and beta are q's last entries, whitened by linear_prior_sd.
       out << YAML::Key << "fixed_effects" << YAML::Value << to_string(m.spec.fixed_effects);
@@ -177,6 +235,8 @@ void write_model_file(const std::string& path, const ModelFile& f) {
         out << YAML::BeginMap;
         out << YAML::Key << "source" << YAML::Value << v.spec.source_name;
         out << YAML::Key << "likelihood" << YAML::Value << to_string(v.spec.likelihood);
+        out << YAML::Key << "link" << YAML::Value << to_string(v.spec.link);
+        if (!v.spec.tasks.empty()) out << YAML::Key << "task" << YAML::Value << v.spec.task_name(v.spec.task);
         out << YAML::Key << "aggregation" << YAML::Value << to_string(v.spec.aggregation);
         out << YAML::Key << "expectation" << YAML::Value << to_string(v.spec.expectation);
         emit_source_parameters(out, v);
@@ -306,6 +366,9 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     // Files written before the delta method existed used the bound.
     if (mn["expectation"]) m.spec.expectation = parse_expectation(r.get<std::string>(mn, "expectation", "model."));
     if (mn["source"]) m.spec.source_name = r.get<std::string>(mn, "source", "model.");
+    if (mn["more_kernels"]) m.spec.latents = 1 + static_cast<Index>(mn["more_kernels"].size());
+    if (mn["tasks"]) m.spec.tasks = r.strings(mn, "tasks", "model.");
+    if (mn["task"]) m.spec.task = task_of(r, m.spec, r.get<std::string>(mn, "task", "model."), "model.task");
     if (mn["more_sources"]) {
       const YAML::Node ms = mn["more_sources"];
       if (!ms.IsSequence()) r.broken("'model.more_sources' must be a list");
@@ -314,6 +377,9 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
         SourceSpec src;
         src.name = r.get<std::string>(ms[i], "source", w);
         src.likelihood = parse_likelihood(r.get<std::string>(ms[i], "likelihood", w));
+        // Files written before sources had links of their own shared the first source's.
+        src.link = ms[i]["link"] ? parse_link(r.get<std::string>(ms[i], "link", w)) : m.spec.link;
+        if (ms[i]["task"]) src.task = task_of(r, m.spec, r.get<std::string>(ms[i], "task", w), w + "task");
         src.aggregation = parse_aggregation(r.get<std::string>(ms[i], "aggregation", w));
         src.expectation = parse_expectation(r.get<std::string>(ms[i], "expectation", w));
         src.unit_effect = static_cast<bool>(ms[i]["unit_effect"]);
@@ -326,29 +392,27 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     r.broken(e.what());
   }
   m.spec.learn_inducing = r.get<bool>(mn, "learn_inducing", "model.");
-  std::vector<KernelPart> parts;
-  const YAML::Node kn = r.at(mn, "kernel", "model.");
-  if (!kn.IsSequence() || kn.size() == 0) r.broken("'model.kernel' must be a non-empty list");
-  for (size_t i = 0; i < kn.size(); ++i) {
-    const std::string w = "model.kernel[" + std::to_string(i) + "].";
-    KernelPart p;
-    try {
-      p.type = parse_kernel_type(r.get<std::string>(kn[i], "type", w));
-    } catch (const ConfigError& e) {
-      r.broken(e.what());
-    }
-    p.begin = r.get<long long>(kn[i], "first_input", w);
-    p.dim = r.get<long long>(kn[i], "inputs", w);
-    p.log_variance = r.get<double>(kn[i], "log_variance", w);
-    p.log_lengthscale = r.vec(kn[i], "log_lengthscale", w, p.type == KernelType::ard ? p.dim : 1);
-    parts.push_back(p);
-  }
-  try {
-    m.kernel = Kernel(parts);
-  } catch (const ConfigError& e) {
-    r.broken(e.what());
-  }
+  m.kernel = read_kernel(r, r.at(mn, "kernel", "model."), "model.kernel");
   m.mean = r.get<double>(mn, "mean", "model.");
+  if (m.spec.mixed()) {
+    for (Index q = 1; q < m.spec.latents; ++q)
+      m.more_kernels.push_back(read_kernel(r, mn["more_kernels"][static_cast<size_t>(q - 1)],
+                                           "model.more_kernels[" + std::to_string(q - 1) + "]"));
+    const Vector sizes = r.vec(mn, "latent_inducing", "model.", m.spec.latents);
+    for (Index q = 0; q < sizes.size(); ++q) {
+      if (!(sizes[q] >= 1) || sizes[q] != std::floor(sizes[q]))
+        r.broken("'model.latent_inducing' must hold a positive count per latent");
+      m.inducing_sizes.push_back(static_cast<Index>(sizes[q]));
+    }
+    const YAML::Node mx = r.at(mn, "mixing", "model.");
+    if (!mx.IsSequence() || static_cast<Index>(mx.size()) != m.spec.num_tasks())
+      r.broken("'model.mixing' must have one row per task");
+    m.mixing.resize(m.spec.num_tasks(), m.spec.latents);
+    for (Index d = 0; d < m.spec.num_tasks(); ++d)
+      m.mixing.row(d) =
+          r.numbers(mx[static_cast<size_t>(d)], "model.mixing[" + std::to_string(d) + "]", m.spec.latents).transpose();
+    m.task_means = r.vec(mn, "task_means", "model.", m.spec.num_tasks() - 1);
+  }
   // Point fixed effects, and a constant mean, when absent (files of models without them).
   if (mn["fixed_effects"]) {
     try {
@@ -365,8 +429,12 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
     if (!(m.spec.linear_prior_sd > 0)) r.broken("'model.linear_prior_sd' must be positive");
   } else if (mn["linear_mean"]) {
+    // Every task's coefficients, task after task.
     m.linear_mean = r.vec(mn, "linear_mean", "model.", -1);
-    m.spec.linear_inputs = m.linear_mean.size();
+    if (m.linear_mean.size() % m.spec.num_tasks() != 0)
+      r.broken("'model.linear_mean' has " + std::to_string(m.linear_mean.size()) + " coefficients for " +
+               std::to_string(m.spec.num_tasks()) + " tasks");
+    m.spec.linear_inputs = m.linear_mean.size() / m.spec.num_tasks();
     m.spec.linear_prior_sd = r.get<double>(mn, "linear_prior_sd", "model.");
     if (!(m.spec.linear_prior_sd > 0)) r.broken("'model.linear_prior_sd' must be positive");
   }
@@ -398,9 +466,13 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     }
     m.inducing.col(j++) = w;
   }
-  for (const auto& p : m.kernel.parts())
-    if (p.begin + p.dim > D)
-      r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
+  for (Index q = 0; q < m.num_latents(); ++q)
+    for (const auto& p : m.kernel_of(q).parts())
+      if (p.begin + p.dim > D)
+        r.broken("a kernel part reads inputs beyond the " + std::to_string(D) + " of the inducing points");
+  if (m.spec.mixed() && m.latent_begin(m.num_latents()) != M)
+    r.broken("'model.latent_inducing' adds up to " + std::to_string(m.latent_begin(m.num_latents())) + " but " +
+             std::to_string(M) + " inducing inputs are listed");
   // q: the inducing values, then the variational fixed effects.
   const Index Mq = M + m.spec.num_fixed_effects();
   m.q_mean = r.vec(mn, "q_mean", "model.", Mq);

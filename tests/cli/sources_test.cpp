@@ -216,11 +216,18 @@ TEST_F(Sources, ConfigurationErrorsNameTheSource) {
               "    - {name: p, path: provinces.gpkg, id_field: ID, response_field: cases, "
               "likelihood: nonsense}\n",
           "'nonsense' is not allowed");
-  // A prevalence survey beside counts needs another link: the sources of one fit share one.
+  // A prevalence survey beside counts needs another link, so a task of its own.
   refused("mixed.yaml",
           "  sources:\n" + units +
               "    - {name: survey, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested}\n",
-          "source 'survey'");
+          "a task has one link");
+  // Tasks mix latent fields with a constant mean per task.
+  refused("tasks_linear.yaml",
+          "  sources:\n" + units +
+              "    - {name: survey, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested, "
+              "task: prevalence}\n",
+          "keep each task's mean as a point estimate", "model: {fixed_effects: variational}\n");
+  refused("latents.yaml", "  sources:\n" + units, "model.latents", "model: {latents: 0}\n");
   refused("first_covariates.yaml",
           "  sources:\n    - {name: units, path: units.gpkg, id_field: ID, response_field: cases, covariates: "
           "[temperature.tif]}\n    - {name: p, path: provinces.gpkg, id_field: ID, response_field: cases}\n",

@@ -108,6 +108,7 @@ TEST(Sources, BinomialSourcesAtPointsAndRegionsShareTheField) {
   spec.samples = 3;
   spec.source_name = "clusters";
   spec.more_sources = {source("regions", LikelihoodKind::binomial, Expectation::sample)};
+  spec.more_sources[0].link = Link::logit;
   const Dataset data = join_sources({test::random_dataset(4, 1, 1, kD, LikelihoodKind::binomial, 3),
                                      test::random_dataset(2, 5, 12, kD, LikelihoodKind::binomial, 4)});
   Model model = test::random_model(spec, make_kernel("rbf", "none", kD, 0), 4, kD, 9);

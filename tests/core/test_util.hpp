@@ -177,8 +177,9 @@ inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, 
   }
   if (spec.map_estimate) m.q_chol.setZero();  // a point estimate has no L_v
   m.mean = spec.link == Link::square ? 1.5 : 0.3;
-  m.linear_mean.resize(spec.num_linear_point());
-  for (Index i = 0; i < spec.num_linear_point(); ++i) m.linear_mean[i] = 0.2 * normal(rng);
+  m.linear_mean.resize(spec.num_linear_coefficients());
+  for (Index i = 0; i < spec.num_linear_coefficients(); ++i) m.linear_mean[i] = 0.2 * normal(rng);
+  m.task_means = Vector::Constant(spec.num_tasks() - 1, -0.2);
   m.likelihood_params = Vector::Constant(static_cast<Index>(likelihood_of(spec.likelihood).param_names().size()), -0.5);
   m.unit_effect.log_sd = -0.4;
   m.jitter = 1e-6;
