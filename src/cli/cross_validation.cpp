@@ -160,7 +160,7 @@ const std::vector<Row>& rows() {
 }  // namespace
 
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed,
-                               const std::string& truth_path, int samples, int threads, bool progress,
+                               const Truth& truth, int samples, int threads, bool progress,
                                const std::string& report_dir) {
   const io::BuiltData raw = build_data(m.config, report_dir);
   const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
@@ -180,7 +180,7 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
     TrainRun run = train_on_split(config, raw, Split{split.train, {}}, threads, false);
     for (Index a : split.holdout) run.file.holdout_units.push_back(raw.dataset.bag_ids[static_cast<size_t>(a)]);
     const LoadedModel fitted = loaded_model(std::move(run.file), m.config, true);
-    cv.folds.push_back(evaluate(fitted, model_inputs(fitted, raw), "holdout", truth_path, samples, threads));
+    cv.folds.push_back(evaluate(fitted, model_inputs(fitted, raw), "holdout", truth, samples, threads));
     bar.update(k + 1);
   }
   bar.finish();

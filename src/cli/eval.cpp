@@ -34,12 +34,12 @@ EvalResult run_eval(const EvalArgs& args) {
     const unsigned long long seed =
         args.cv_seed >= 0 ? static_cast<unsigned long long>(args.cv_seed) : settings.train.holdout_seed;
     const CrossValidation cv =
-        cross_validate(m, args.folds, seed, args.truth, samples, threads, args.progress, report_dir);
+        cross_validate(m, args.folds, seed, {args.truth, args.truth_task}, samples, threads, args.progress, report_dir);
     r.metrics = cv.pooled;
     r.table = cross_validation_table(cv);
     r.json = cross_validation_json(cv);
   } else {
-    r.metrics = evaluate(m, built, args.split, args.truth, samples, threads);
+    r.metrics = evaluate(m, built, args.split, {args.truth, args.truth_task}, samples, threads);
     r.table = metrics_table(r.metrics);
     r.json = metrics_json(r.metrics);
   }
@@ -82,6 +82,9 @@ int eval_main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--truth", args.truth,
                  "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
+  app.add_option("--truth-task", args.truth_task,
+                 "The task whose intensity --truth holds, for a model of several tasks (e.g. prevalence with "
+                 "truth_prevalence.tif; default: the first task). Compared at the first source's pixels");
   app.add_option("--json", args.json, "Write the metrics as JSON to this file");
   app.add_option("--report", args.report,
                  "Write a self-contained HTML report (plots and quick-look maps) to this file");

@@ -17,6 +17,7 @@ struct EvalArgs {
   int folds = 0;                  // > 0: spatially blocked cross-validation with this many folds
   long long cv_seed = -1;         // seed of the blocks; < 0: train.holdout.seed
   std::string truth;              // raster of the true intensity, for pixel metrics
+  std::string truth_task;         // the task the truth is of (empty: the first)
   std::string json, report;       // files to write (empty: none)
   int threads = 0;                // 0: train.threads
   bool progress = false;          // a progress bar on an interactive stderr

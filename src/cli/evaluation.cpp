@@ -84,8 +84,10 @@ Vector truth_at(const std::string& truth_path, const io::BuiltData& built, const
 
 // Pixel MSE and correlation against the truth, the baseline's (its unit's rate at every pixel),
 // and, with a posterior, the coverage of the truth by central intervals.
+// `task`: whose predictions the truth is compared with; the baseline (a rate of the bags' own
+// source) is compared only when that is the bags' task.
 void pixel_metrics(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& bags,
-                   const Vector& baseline_rate, const std::string& truth_path, int threads, Metrics& r) {
+                   const Vector& baseline_rate, const std::string& truth_path, int task, int threads, Metrics& r) {
   const Dataset& d = built.dataset;
   std::vector<Index> pixels;
   std::vector<double> base;
@@ -99,7 +101,7 @@ void pixel_metrics(const LoadedModel& m, const io::BuiltData& built, const std::
   PredictOptions po;
   if (predictor.has_posterior()) po.quantiles = central_interval_quantiles(r.levels);
   po.threads = threads;
-  const Prediction p = predict_dataset_pixels(m, built, pixels, po);
+  const Prediction p = predict_dataset_pixels(m, built, pixels, po, task);
   std::vector<Index> ok;
   for (Index i = 0; i < t.size(); ++i)
     if (std::isfinite(t[i])) ok.push_back(i);
@@ -112,8 +114,9 @@ void pixel_metrics(const LoadedModel& m, const io::BuiltData& built, const std::
   r.has_truth = true;
   r.pixel_mse = mean_squared_error(pm, tt);
   r.pixel_correlation = correlation(pm, tt);
-  r.baseline_pixel_mse = mean_squared_error(bb, tt);
-  r.baseline_pixel_correlation = correlation(bb, tt);
+  const bool own_task = m.file.kind == ModelKind::constant || m.file.model.spec.source(0).task == task;
+  r.baseline_pixel_mse = own_task ? mean_squared_error(bb, tt) : NAN;
+  r.baseline_pixel_correlation = own_task ? correlation(bb, tt) : NAN;
   // Calibration needs a posterior: point estimates (nystrom, constant) have none.
   if (!predictor.has_posterior()) return;
   Matrix lo(static_cast<Index>(ok.size()), static_cast<Index>(r.levels.size())), hi = lo;
@@ -134,7 +137,7 @@ namespace {
 // training bags.
 Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& bags,
                       const std::vector<Index>& train, const std::string& split, const std::string& truth_path,
-                      int samples, int threads) {
+                      int truth_task, int samples, int threads) {
   const Dataset& d = built.dataset;
   Metrics r;
   r.kind = to_string(m.file.kind);
@@ -170,7 +173,7 @@ Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const st
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   count_calibration(predictor, d, bags, y, samples, r);
-  if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, threads, r);
+  if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, truth_task, threads, r);
   return r;
 }
 
@@ -184,14 +187,27 @@ std::vector<Index> of_source(const Dataset& d, const std::vector<Index>& bags, i
 
 }  // namespace
 
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
-                 const std::string& truth_path, int samples, int threads) {
+// The index of the truth's task (empty: the first), or a ConfigError naming the model's tasks.
+int truth_task_index(const LoadedModel& m, const std::string& task) {
+  if (task.empty()) return 0;
+  const std::vector<std::string>& tasks = m.file.model.spec.tasks;
+  for (size_t d = 0; d < tasks.size(); ++d)
+    if (tasks[d] == task) return static_cast<int>(d);
+  std::string names;
+  for (const auto& t : tasks) names += (names.empty() ? "" : ", ") + t;
+  throw ConfigError("--truth-task " + task + ": the model's tasks are " + (names.empty() ? "unnamed (one task)" : names));
+}
+
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const Truth& truth,
+                 int samples, int threads) {
+  const std::string& truth_path = truth.path;
+  const int truth_task = truth_task_index(m, truth.task);
   const Dataset& d = built.dataset;
   const std::vector<Index> bags = split_bags(d, m, split), train = bags_of(d, m.file.train_units);
   const Index sources = m.file.kind == ModelKind::constant ? 1 : m.file.model.spec.num_sources();
   Metrics r;
   if (sources == 1) {
-    r = evaluate_bags(m, built, bags, train, split, truth_path, samples, threads);
+    r = evaluate_bags(m, built, bags, train, split, truth_path, truth_task, samples, threads);
   } else {
     // Each source on its own units; the truth is compared at the first source's pixels only, so
     // no pixel counts twice.
@@ -210,7 +226,7 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
         continue;
       }
       Metrics one = evaluate_bags(m, built, own, of_source(d, train, static_cast<int>(s)), split,
-                                  s == 0 ? truth_path : std::string(), samples, threads);
+                                  s == 0 ? truth_path : std::string(), truth_task, samples, threads);
       one.source = name;
       if (s == 0)
         r = std::move(one);

@@ -35,9 +35,15 @@ struct Metrics {
   std::vector<Metrics> more_sources;
 };
 
-// The split's units of every source (Metrics::more_sources for the second and later).
-Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split,
-                 const std::string& truth_path, int samples, int threads);
+// A raster of the true values of one task's intensity (path empty: none; task empty: the first).
+struct Truth {
+  std::string path, task;
+};
+
+// The split's units of every source (Metrics::more_sources for the second and later). The truth
+// is compared at the first source's pixels, with the predictions of its task.
+Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const Truth& truth,
+                 int samples, int threads);
 
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);

@@ -126,7 +126,7 @@ io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {
 }
 
 Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,
-                                  const PredictOptions& options) {
+                                  const PredictOptions& options, int task) {
   const Dataset& d = built.dataset;
   const bool units = m.predictor->needs_pixel_units();
   Matrix X(units ? 0 : d.num_inputs(), static_cast<Index>(pixels.size()));
@@ -139,7 +139,7 @@ Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& bui
       X.col(static_cast<Index>(j)) = d.inputs.col(pixels[j]);
     }
   }
-  return m.predictor->predict_pixels(X, unit_of, options);
+  return m.predictor->predict_pixels(X, unit_of, options, task);
 }
 
 }  // namespace vbagg::cli

@@ -39,9 +39,9 @@ io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir)
 // The same from a dataset already built from m.config (raw inputs, as io::build_dataset gives them).
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built);
 
-// Predictions at pixels of the dataset (indices into built.dataset), for any kind.
+// Predictions of task `task` at pixels of the dataset (indices into built.dataset), for any kind.
 Prediction predict_dataset_pixels(const LoadedModel& m, const io::BuiltData& built, const std::vector<Index>& pixels,
-                                  const PredictOptions& options);
+                                  const PredictOptions& options, int task = 0);
 
 // Where each of the model's covariates comes from in the configuration: (layer, band), 1-based band.
 struct CovariateSource {

@@ -49,7 +49,20 @@ struct MapSpec {
   size_t index;
   std::string file, description, unit;
   Family family;
+  int task = 0;         // whose prediction the map shows
+  double rate_per = 1;  // the intensity maps' scale (counts' predict.rate_per; 1 for other tasks)
 };
+
+// The model as task d's maps see it (its first source's view; the model itself for one task).
+Model task_view(const LoadedModel& m, int task) {
+  return m.file.model.spec.num_tasks() == 1 ? m.file.model : m.file.model.for_task(task);
+}
+
+// predict.rate_per scales a task's intensity when it is a rate of counts.
+double task_rate_per(const LoadedModel& m, int task, double rate_per) {
+  if (m.file.kind == ModelKind::constant) return rate_per;
+  return likelihood_of(task_view(m, task).spec.likelihood).is_count() ? rate_per : 1.0;
+}
 
 // The intensity maps' unit: the likelihood's, per rate_per people for counts.
 std::string intensity_unit(const Model& model, double rate_per) {
@@ -75,33 +88,70 @@ std::string map_includes(const Model& m) {
 
 // The maps a model gives: means always; sd, quantiles, latent sd and exceedance only with a
 // posterior (point estimates carry no made-up uncertainty); cases only with a population.
-std::vector<MapSpec> plan_maps(const LoadedModel& m, bool population, const std::vector<double>& quantiles,
-                               const std::vector<double>& exceedance, double rate_per) {
+// Task `task`'s maps; a model of several tasks names each file and description after its task.
+std::vector<MapSpec> plan_task_maps(const LoadedModel& m, int task, bool population,
+                                    const std::vector<double>& quantiles, const std::vector<double>& exceedance,
+                                    double rate_per) {
   const Predictor& p = *m.predictor;
-  const std::string iu = intensity_unit(m.file.model, rate_per);
-  const std::string lu = link_of(m.file.model.spec.link).latent_meaning();
+  const Model view = task_view(m, task);
+  rate_per = task_rate_per(m, task, rate_per);
+  const std::string iu = intensity_unit(view, rate_per);
+  const std::string lu = link_of(view.spec.link).latent_meaning();
   const std::string est = p.has_posterior() ? "posterior mean" : "point estimate";
+  const BagLikelihood& lik = likelihood_of(view.spec.likelihood);
   std::vector<MapSpec> maps = {
       {Quantity::mean, 0, "intensity_mean.tif", est + " of the intensity", iu, Family::intensity}};
   if (population)
     maps.push_back({Quantity::cases, 0, "cases_mean.tif",
-                    std::string("expected ") + likelihood_of(m.file.model.spec.likelihood).total_unit() +
-                        ": population x " + est + " of the intensity",
-                    likelihood_of(m.file.model.spec.likelihood).total_unit(), Family::cases});
+                    std::string("expected ") + lik.total_unit() + ": population x " + est + " of the intensity",
+                    lik.total_unit(), Family::cases});
   if (p.has_latent())
     maps.push_back({Quantity::latent_mean, 0, "latent_mean.tif", est + " of the latent GP f", lu, Family::latent});
-  if (!p.has_posterior()) return maps;
-  maps.push_back(
-      {Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu, Family::intensity_sd});
-  for (size_t k = 0; k < quantiles.size(); ++k)
-    maps.push_back({Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
-                    "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu, Family::intensity});
-  maps.push_back({Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu,
-                  Family::latent_sd});
-  for (size_t k = 0; k < exceedance.size(); ++k)
-    maps.push_back({Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
-                    "P(intensity > " + level_name(exceedance[k]) + " " + iu + ")", "probability", Family::probability});
+  if (p.has_posterior()) {
+    maps.push_back({Quantity::sd, 0, "intensity_sd.tif", "posterior standard deviation of the intensity", iu,
+                    Family::intensity_sd});
+    for (size_t k = 0; k < quantiles.size(); ++k)
+      maps.push_back({Quantity::quantile, k, "intensity_q" + level_name(quantiles[k]) + ".tif",
+                      "posterior " + level_name(quantiles[k]) + " quantile of the intensity", iu, Family::intensity});
+    maps.push_back({Quantity::latent_sd, 0, "latent_sd.tif", "posterior standard deviation of the latent GP f", lu,
+                    Family::latent_sd});
+    for (size_t k = 0; k < exceedance.size(); ++k)
+      maps.push_back({Quantity::exceedance, k, "exceedance_" + level_name(exceedance[k]) + ".tif",
+                      "P(intensity > " + level_name(exceedance[k]) + " " + iu + ")", "probability",
+                      Family::probability});
+  }
+  const std::string name = m.file.model.spec.num_tasks() > 1 ? m.file.model.spec.task_name(task) : "";
+  for (MapSpec& s : maps) {
+    s.task = task;
+    s.rate_per = rate_per;
+    if (name.empty()) continue;
+    s.file = name + "_" + s.file;
+    s.description = name + ": " + s.description;
+  }
   return maps;
+}
+
+// The maps of every task.
+std::vector<MapSpec> plan_maps(const LoadedModel& m, bool population, const std::vector<double>& quantiles,
+                               const std::vector<double>& exceedance, double rate_per) {
+  std::vector<MapSpec> maps;
+  for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d) {
+    const std::vector<MapSpec> own = plan_task_maps(m, d, population, quantiles, exceedance, rate_per);
+    maps.insert(maps.end(), own.begin(), own.end());
+  }
+  return maps;
+}
+
+// "incidence~prevalence=0.62; ...": the prior correlation of every pair of tasks' latent fields.
+std::string task_correlation_text(const Model& model) {
+  const Matrix C = model.task_correlations();
+  std::ostringstream s;
+  s.imbue(std::locale::classic());
+  s.precision(3);
+  for (Index d = 0; d < C.rows(); ++d)
+    for (Index e = d + 1; e < C.cols(); ++e)
+      s << (d + e > 1 ? "; " : "") << model.spec.task_name(d) << "~" << model.spec.task_name(e) << "=" << C(d, e);
+  return s.str();
 }
 
 struct MapOutput {
@@ -119,7 +169,11 @@ std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedM
     writer->set_metadata("VBAGG_MODEL_KIND", kind);
     writer->set_metadata("VBAGG_VERSION", version_text());
     if (spec.unit.rfind("cases per", 0) == 0) writer->set_metadata("VBAGG_RATE_PER", level_name(rate_per));
-    if (m.predictor->has_latent()) writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(m.file.model));
+    if (m.predictor->has_latent()) writer->set_metadata("VBAGG_MAP_INCLUDES", map_includes(task_view(m, spec.task)));
+    if (m.file.model.spec.num_tasks() > 1) {
+      writer->set_metadata("VBAGG_TASK", m.file.model.spec.task_name(spec.task));
+      writer->set_metadata("VBAGG_TASK_CORRELATIONS", task_correlation_text(m.file.model));
+    }
     if (!m.predictor->has_posterior())
       writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + kind + " model is a point estimate");
     outs.push_back({spec, std::move(writer), {}});
@@ -366,7 +420,10 @@ void run_predict(const PredictArgs& args) {
   const std::vector<double> quantiles = args.quantiles.empty() ? settings.predict.quantiles : args.quantiles;
   const std::vector<double> exceedance = args.exceedance.empty() ? settings.predict.exceedance : args.exceedance;
   const double rate_per = settings.predict.rate_per;
-  if (rate_per != 1 && !likelihood_of(m.file.model.spec.likelihood).is_count() && m.file.kind != ModelKind::constant)
+  bool counts = false;
+  for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d)
+    counts |= task_rate_per(m, d, 2.0) != 1.0;
+  if (rate_per != 1 && !counts)
     throw ConfigError("predict.rate_per applies to counts; the " + to_string(m.file.model.spec.likelihood) +
                       " likelihood's intensity is not a rate per person");
   const bool styles = args.style.empty() ? settings.predict.qgis_style : args.style == "qgis";
@@ -426,14 +483,21 @@ void run_predict(const PredictArgs& args) {
         const auto it = unit_of_cell.find(static_cast<std::int64_t>(row0) * grid.width + i);
         pixel_units.push_back(it != unit_of_cell.end() ? it->second : nullptr);
       }
-    const Prediction p = m.predictor->predict_pixels(strip.inputs, pixel_units, po);
+    std::vector<Prediction> p;
+    for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d) {
+      PredictOptions task_po = po;
+      const double r = task_rate_per(m, d, rate_per);
+      for (size_t k = 0; k < task_po.exceedance.size(); ++k) task_po.exceedance[k] = exceedance[k] / r;
+      p.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_po, d));
+    }
     const size_t n = static_cast<size_t>(strip.rows) * static_cast<size_t>(grid.width);
     for (auto& o : outs) {
       o.strip.assign(n, NAN);
       for (size_t j = 0; j < strip.valid.size(); ++j) {
         const size_t i = static_cast<size_t>(strip.valid[j]);
-        o.strip[i] = static_cast<float>(map_value(o.spec, p, static_cast<Index>(j),
-                                                  strip.population.empty() ? NAN : strip.population[i], rate_per));
+        o.strip[i] =
+            static_cast<float>(map_value(o.spec, p[static_cast<size_t>(o.spec.task)], static_cast<Index>(j),
+                                         strip.population.empty() ? NAN : strip.population[i], o.spec.rate_per));
       }
       o.writer->write_rows(row0, strip.rows, o.strip);
     }

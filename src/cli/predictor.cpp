@@ -18,6 +18,7 @@ class GpPredictor final : public Predictor {
   GpPredictor(const Model& model, bool posterior, bool same_units)
       : model_(model), posterior_(posterior), same_units_(same_units) {
     for (Index s = 0; s < model.spec.num_sources(); ++s) views_.push_back(model.for_source(s));
+    for (Index d = 0; d < model.spec.num_tasks(); ++d) task_views_.push_back(model.for_task(d));
   }
 
   bool has_posterior() const override { return posterior_; }
@@ -53,9 +54,9 @@ class GpPredictor final : public Predictor {
     return bag_predictive_nll(model_, d, bags, threads);
   }
 
-  Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&,
-                            const PredictOptions& options) const override {
-    return predict(model_, X, options);
+  Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&, const PredictOptions& options,
+                            int task) const override {
+    return predict(task_views_[static_cast<size_t>(task)], X, options);
   }
 
  private:
@@ -66,6 +67,7 @@ class GpPredictor final : public Predictor {
 
   Model model_;
   std::vector<Model> views_;
+  std::vector<Model> task_views_;  // of each task's first source
   bool posterior_, same_units_;
 };
 
@@ -101,8 +103,8 @@ class ConstantPredictor final : public Predictor {
     return bag_poisson_nll(y, totals).mean;
   }
 
-  Prediction predict_pixels(const Matrix&, const std::vector<const std::string*>& units,
-                            const PredictOptions&) const override {
+  Prediction predict_pixels(const Matrix&, const std::vector<const std::string*>& units, const PredictOptions&,
+                            int) const override {
     const Index n = static_cast<Index>(units.size());
     Prediction p;
     p.mean.resize(n);

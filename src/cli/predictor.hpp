@@ -35,10 +35,11 @@ class Predictor {
   // Mean predictive NLL of the bags' observations; `totals` are their unit_totals.
   virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                               int threads) const = 0;
-  // Predictions at the pixels whose inputs are the columns of X (model order, standardised);
-  // units[j] names the unit holding pixel j (nullptr: none) when needs_pixel_units(), else is empty.
+  // Predictions of task `task` (0: the first or only) at the pixels whose inputs are the columns of X
+  // (model order, standardised); units[j] names the unit holding pixel j (nullptr: none) when
+  // needs_pixel_units(), else is empty.
   virtual Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>& units,
-                                    const PredictOptions& options) const = 0;
+                                    const PredictOptions& options, int task = 0) const = 0;
 };
 
 // `same_units`: the data's units are those the model was trained on, so a unit's own fitted

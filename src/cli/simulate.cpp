@@ -175,6 +175,18 @@ std::string country_config(const Country& c, bool prevalence) {
   return s.str();
 }
 
+// A joint fit of two tasks (tasks.yaml): incidence from the units' and provinces' counts,
+// prevalence from the survey clusters, on shared latent fields.
+std::string tasks_config(const Country& c) {
+  std::ostringstream s;
+  s << country_layers(c) << "  sources:\n"
+    << "    - { name: units, path: units.gpkg, id_field: ID, response_field: cases, task: incidence }\n"
+    << "    - { name: provinces, path: provinces.gpkg, id_field: ID, response_field: cases, task: incidence }\n"
+    << "    - { name: clusters, path: clusters.gpkg, id_field: ID, response_field: positive, trials_field: tested, "
+       "point_buffer: 0, task: prevalence }\n";
+  return s.str();
+}
+
 // Joint fits of several sources: the units' and the provinces' counts (counts.yaml), or the survey
 // clusters and the units' survey (survey.yaml).
 std::string sources_config(const Country& c, bool survey) {
@@ -209,6 +221,7 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
   io::write_text_atomic(dir + "/prevalence.yaml", country_config(c, true));
   io::write_text_atomic(dir + "/counts.yaml", sources_config(c, false));
   io::write_text_atomic(dir + "/survey.yaml", sources_config(c, true));
+  io::write_text_atomic(dir + "/tasks.yaml", tasks_config(c));
   spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}",
                o.width, o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
 }
@@ -240,7 +253,7 @@ int simulate_main(int argc, char** argv) {
       "Writes synthetic data with a known truth: a country (covariate and population GeoTIFFs; units.gpkg with "
       "case counts and a prevalence survey per unit, provinces.gpkg with coarser units' counts, clusters.gpkg with "
       "survey clusters as points; the true intensity and prevalence; and data.yaml, prevalence.yaml, counts.yaml "
-      "(units and provinces in one fit) and survey.yaml (clusters and the units' survey) to train on) or the "
+      "(units and provinces in one fit), survey.yaml (clusters and the units' survey) and tasks.yaml (incidence and prevalence on shared latent fields) to train on) or the "
       "swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");

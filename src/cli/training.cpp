@@ -40,7 +40,25 @@ void log_fixed_effects(const Model& model, const std::vector<std::string>& covar
   };
   std::string text = "intercept " + one(0);
   for (Index k = 1; k < e.mean.size(); ++k) text += ", " + covariates[static_cast<size_t>(k - 1)] + " " + one(k);
-  spdlog::info("fixed effects ({}): {}", to_string(model.spec.fixed_effects), text);
+  const std::string task = model.spec.num_tasks() > 1 ? " of task '" + model.spec.task_name(model.spec.task) + "'" : "";
+  spdlog::info("fixed effects ({}){}: {}", to_string(model.spec.fixed_effects), task, text);
+}
+
+// Each task's mixing weights over the latent fields, and the prior correlations of the tasks.
+void log_tasks(const Model& model, const std::vector<std::string>& covariates) {
+  if (!model.spec.mixed()) return;
+  for (Index d = 0; d < model.spec.num_tasks(); ++d) {
+    if (model.spec.num_tasks() > 1) log_fixed_effects(model.for_task(d), covariates);
+    std::string w;
+    for (Index q = 0; q < model.num_latents(); ++q) w += fmt::format("{}{:.3g}", q ? ", " : "", model.mixing(d, q));
+    spdlog::info("task '{}': mixing weights over {} latent fields ({})", model.spec.task_name(d), model.num_latents(),
+                 w);
+  }
+  const Matrix C = model.task_correlations();
+  for (Index d = 0; d < C.rows(); ++d)
+    for (Index e = d + 1; e < C.cols(); ++e)
+      spdlog::info("prior correlation of the latent fields of '{}' and '{}': {:.3f}", model.spec.task_name(d),
+                   model.spec.task_name(e), C(d, e));
 }
 
 // Each source's own fitted parameters (dispersion, noise, unit-effect sd), by name.
@@ -108,8 +126,10 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
     const SourceSpec src = spec.source(s);
     Index units = 0;
     for (Index a : split.train) units += d.source_of(a) == s ? 1 : 0;
-    spdlog::info("source '{}': {} training units, {} likelihood, {} expectation{}", src.name, units,
-                 to_string(src.likelihood), to_string(src.expectation), src.unit_effect ? ", unit effect" : "");
+    spdlog::info("source '{}': {} training units, {} likelihood, {} link, {} expectation{}{}", src.name, units,
+                 to_string(src.likelihood), to_string(src.link), to_string(src.expectation),
+                 src.unit_effect ? ", unit effect" : "",
+                 spec.tasks.empty() ? "" : ", task '" + spec.task_name(src.task) + "'");
   }
   result = fit(model, d, split.train, split.holdout, fo);
   progress.finish();
@@ -120,7 +140,8 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   if (result.recovered_steps)
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);
-  log_fixed_effects(model, built.covariates);
+  if (model.spec.num_tasks() == 1) log_fixed_effects(model, built.covariates);
+  log_tasks(model, built.covariates);
   log_source_parameters(model);
   file.model = std::move(model);
 }

@@ -188,6 +188,24 @@ void validate_tasks(const ModelSpec& spec) {
 
 }  // namespace
 
+Model Model::for_task(Index d) const {
+  for (Index s = 0; s < spec.num_sources(); ++s)
+    if (spec.source(s).task == d) return for_source(s);
+  throw ConfigError("no source observes task " + std::to_string(d));
+}
+
+Matrix Model::task_correlations() const {
+  const Index T = spec.num_tasks();
+  Matrix C = Matrix::Zero(T, T);
+  for (Index q = 0; q < num_latents(); ++q) {
+    const double k = kernel_of(q).diag_value();
+    for (Index d = 0; d < T; ++d)
+      for (Index e = 0; e < T; ++e) C(d, e) += weight(d, q) * weight(e, q) * k;
+  }
+  const Vector sd = C.diagonal().cwiseSqrt();
+  return sd.cwiseInverse().asDiagonal() * C * sd.cwiseInverse().asDiagonal();
+}
+
 void ModelSpec::validate() const {
   validate_tasks(*this);
   if (!more_sources.empty()) {

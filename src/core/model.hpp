@@ -197,6 +197,12 @@ struct Model {
   auto linear_of(Index d) const { return linear_mean.segment(d * spec.num_linear_point(), spec.num_linear_point()); }
   double& mean_of(Index d) { return d == 0 ? mean : task_means[d - 1]; }
 
+  // The model as task d's maps see it: the view of the first source observing task d.
+  Model for_task(Index d) const;
+  // The correlation of the tasks' latent fields at one place under the fitted prior,
+  // sum_q w_dq w_eq k_q(x,x) / sqrt(...) (tasks x tasks; 1 x 1 for an unmixed model).
+  Matrix task_correlations() const;
+
   // The model as source s sees it: spec.for_source(s), with that source's likelihood parameters
   // and unit effect in the first source's place. The latent field is shared.
   Model for_source(Index s) const;
