@@ -1,10 +1,12 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
 //               [--samples 8] [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
-//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
+//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048] [--tasks T] [--latents Q]
 // Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
 // times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
 // iteration), and an Adam epoch (minibatches of 16 bags, each step with its own O(M^3) update).
+// --tasks T --latents Q: the same pixels as T sources of T tasks (bag a in source a mod T) on Q shared
+// latent fields of M inducing points each (docs/sources.md), against the one-field model.
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
@@ -57,11 +59,47 @@ double epoch_flops(const Dataset& data, Index M, const std::string& link, const 
   return flops;
 }
 
+// The benchmark model as T tasks on Q latents, each latent with the model's kernel and inducing
+// inputs, q the prior over the new latents' values.
+void make_mixed(Model& model, Dataset& data, Index tasks, Index latents) {
+  const Index M = model.num_inducing();
+  data.source.resize(static_cast<size_t>(data.num_bags()));
+  for (Index a = 0; a < data.num_bags(); ++a) data.source[static_cast<size_t>(a)] = static_cast<int>(a % tasks);
+  ModelSpec& s = model.spec;
+  s.latents = latents;
+  s.source_name = "t0";
+  s.tasks = {"t0"};
+  for (Index d = 1; d < tasks; ++d) {
+    SourceSpec o = s.source(0);
+    o.name = "t" + std::to_string(d);
+    o.task = d;
+    s.more_sources.push_back(o);
+    s.tasks.push_back(o.name);
+  }
+  model.more_sources.resize(static_cast<size_t>(tasks - 1), {model.likelihood_params, model.unit_effect});
+  const Matrix W = model.inducing;
+  model.inducing.resize(W.rows(), latents * M);
+  for (Index q = 0; q < latents; ++q) {
+    model.inducing.middleCols(q * M, M) = W;
+    if (q > 0) model.more_kernels.push_back(model.kernel);
+  }
+  model.inducing_sizes.assign(static_cast<size_t>(latents), M);
+  const Vector m = model.q_mean;
+  const Matrix L = model.q_chol;
+  model.q_mean = Vector::Zero(latents * M);
+  model.q_mean.head(M) = m;
+  model.q_chol = Matrix::Identity(latents * M, latents * M);
+  model.q_chol.topLeftCorner(M, M) = L;
+  model.mixing = Matrix::Constant(tasks, latents, 0.5);
+  model.task_means = Vector::Constant(tasks - 1, model.mean);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
   int threads = 2, repeat = 2, adam = 1, samples = ModelSpec{}.samples;
+  Index tasks = 1, latents = 1;
   Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom", expectation = "bound", likelihood = "poisson";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -85,6 +123,10 @@ int main(int argc, char** argv) {
       block = std::stol(v);
     else if (k == "--adam")
       adam = std::stoi(v);
+    else if (k == "--tasks")
+      tasks = std::stol(v);
+    else if (k == "--latents")
+      latents = std::stol(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -92,7 +134,7 @@ int main(int argc, char** argv) {
   }
   const Index M = po.inducing;
   auto t0 = Clock::now();
-  const Dataset data = bench::make_problem(po);
+  Dataset data = bench::make_problem(po);
   const double t_problem = seconds(t0);
   t0 = Clock::now();
   Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
@@ -101,7 +143,9 @@ int main(int argc, char** argv) {
   model.spec.likelihood = parse_likelihood(likelihood);
   if (model.spec.likelihood == LikelihoodKind::negative_binomial)
     model.likelihood_params = Vector::Constant(1, std::log(100.0));
+  if (tasks > 1 || latents > 1) make_mixed(model, data, tasks, latents);
   model.spec.validate();
+  std::printf("tasks %ld, latents %ld\n", static_cast<long>(tasks), static_cast<long>(latents));
   std::printf("problem: %ld pixels, %ld bags (%ld-%ld), D = %ld, M = %ld (built in %.1f s, init %.1f s)\n",
               static_cast<long>(data.num_pixels()), static_cast<long>(data.num_bags()), static_cast<long>(po.min_bag),
               static_cast<long>(po.max_bag), static_cast<long>(data.num_inputs()), static_cast<long>(M), t_problem,

@@ -159,9 +159,8 @@ const std::vector<Row>& rows() {
 
 }  // namespace
 
-CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed,
-                               const Truth& truth, int samples, int threads, bool progress,
-                               const std::string& report_dir) {
+CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
+                               int samples, int threads, bool progress, const std::string& report_dir) {
   const io::BuiltData raw = build_data(m.config, report_dir);
   const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
   Config config = m.config;

@@ -20,9 +20,8 @@ struct CrossValidation {
 
 // Refits m's configuration once per fold (train.patience is off: the held-out fold is the test
 // set, not an early-stopping set) and evaluates each fit on its fold. report_dir: as build_data's.
-CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed,
-                               const Truth& truth, int samples, int threads, bool progress,
-                               const std::string& report_dir);
+CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
+                               int samples, int threads, bool progress, const std::string& report_dir);
 
 // Mean and sd over folds of every metric, with the pooled coverage and PIT.
 std::string cross_validation_table(const CrossValidation& cv);

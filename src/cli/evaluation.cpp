@@ -195,7 +195,8 @@ int truth_task_index(const LoadedModel& m, const std::string& task) {
     if (tasks[d] == task) return static_cast<int>(d);
   std::string names;
   for (const auto& t : tasks) names += (names.empty() ? "" : ", ") + t;
-  throw ConfigError("--truth-task " + task + ": the model's tasks are " + (names.empty() ? "unnamed (one task)" : names));
+  throw ConfigError("--truth-task " + task + ": the model's tasks are " +
+                    (names.empty() ? "unnamed (one task)" : names));
 }
 
 Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::string& split, const Truth& truth,

@@ -144,17 +144,17 @@ ModelSpec model_spec(const Settings& settings) {
       view.likelihood = sources[i].likelihood;
       view.link = source_link(sources[i], c);
       view = complete_source(view, c);
-      s.more_sources.push_back({sources[i].name, view.likelihood, view.expectation, view.aggregation,
-                                view.unit_effect, view.link, task_index(s.tasks, sources[i].task)});
+      s.more_sources.push_back({sources[i].name, view.likelihood, view.expectation, view.aggregation, view.unit_effect,
+                                view.link, task_index(s.tasks, sources[i].task)});
     }
   }
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError(
-        (s.map_estimate ? std::string("model.kind nystrom: ")
-                        : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
-        e.what());
+    throw ConfigError((s.map_estimate
+                           ? std::string("model.kind nystrom: ")
+                           : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
+                      e.what());
   }
   for (const SourceChoice& src : sources) {
     const BagLikelihood& lik = likelihood_of(src.likelihood);

@@ -421,8 +421,7 @@ void run_predict(const PredictArgs& args) {
   const std::vector<double> exceedance = args.exceedance.empty() ? settings.predict.exceedance : args.exceedance;
   const double rate_per = settings.predict.rate_per;
   bool counts = false;
-  for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d)
-    counts |= task_rate_per(m, d, 2.0) != 1.0;
+  for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d) counts |= task_rate_per(m, d, 2.0) != 1.0;
   if (rate_per != 1 && !counts)
     throw ConfigError("predict.rate_per applies to counts; the " + to_string(m.file.model.spec.likelihood) +
                       " likelihood's intensity is not a rate per person");

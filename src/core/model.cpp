@@ -134,7 +134,8 @@ void validate_source(const ModelSpec& spec) {
         "covariance 'nystrom' and no MAP estimate");
   if (spec.fixed_effects == FixedEffects::variational && spec.map_estimate)
     throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
-  if (spec.expectation == Expectation::sample && spec.samples < 1) throw ConfigError("the number of samples must be at least 1");
+  if (spec.expectation == Expectation::sample && spec.samples < 1)
+    throw ConfigError("the number of samples must be at least 1");
   if (spec.map_estimate && !lik.allows_map(spec))
     throw ConfigError(
         "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
@@ -366,8 +367,8 @@ void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen:
   F.middleRows(M + 1, P - 1) = s * X.topRows(P - 1);
 }
 
-void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache,
-                       Vector& grad_kernel, Matrix* grad_inducing) {
+void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache, Vector& grad_kernel,
+                       Matrix* grad_inducing) {
   const Index Q = model.num_latents();
   if (Q == 1) {
     model.kernel.cross_backward(dF, cache.latents[0], grad_kernel, grad_inducing);
@@ -380,8 +381,7 @@ void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, F
     Vector g = Vector::Zero(np);
     Matrix gW;
     if (grad_inducing) gW.setZero(model.num_inputs(), n);
-    kq.cross_backward(dF.middleRows(b, n), cache.latents[static_cast<size_t>(q)], g,
-                      grad_inducing ? &gW : nullptr);
+    kq.cross_backward(dF.middleRows(b, n), cache.latents[static_cast<size_t>(q)], g, grad_inducing ? &gW : nullptr);
     grad_kernel.segment(k, np) += g;
     if (grad_inducing) grad_inducing->middleCols(b, n) += gW;
     k += np;

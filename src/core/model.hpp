@@ -297,8 +297,8 @@ void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen:
 // Given dF = dL/dF for the kernel rows of the last features_into that filled `cache`, adds the
 // gradient of every latent's kernel to grad_kernel (Model::num_kernel_params() entries) and, when
 // grad_inducing is non-null, of the inducing inputs to it (D x M). Consumes the cache.
-void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache,
-                       Vector& grad_kernel, Matrix* grad_inducing);
+void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache, Vector& grad_kernel,
+                       Matrix* grad_inducing);
 
 // Buffers of latent_marginals_into, kept by a caller that predicts block after block so the
 // M x block matrices are allocated once.

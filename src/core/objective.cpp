@@ -79,9 +79,9 @@ struct SourceTerm {
 
 // Scratch of one pixel block, kept between the forward and backward pass of a bag.
 struct BlockScratch {
-  Buffer K;            // k(W, X_block), M x len
-  Buffer R;            // Q K; the backward pass turns it into dL/dK
-  Buffer S;            // residual mode: P K, for the residual d = k - diag(K^T P K)
+  Buffer K;             // k(W, X_block), M x len
+  Buffer R;             // Q K; the backward pass turns it into dL/dK
+  Buffer S;             // residual mode: P K, for the residual d = k - diag(K^T P K)
   FeatureCache kernel;  // distances for the kernel backward
 };
 
@@ -163,9 +163,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
   const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
   const Index blocks = (n + block - 1) / block;
-  const double bytes_per_block =
-      static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
-      ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_parts(model)));
+  const double bytes_per_block = static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
+                                 ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_parts(model)));
   const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
   // unless a residual-form term reads the blocks' features again for its products with T.
@@ -206,7 +205,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   }
   m.array() += model.mean_of(src.spec.task);
   const Index linear = model.spec.num_linear_point();
-  if (linear > 0) m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
+  if (linear > 0)
+    m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
   KernelCache aa_cache;
   if (needs == BagNeeds::exact) {
     const auto Xa = data.inputs.middleCols(begin, n);
@@ -344,7 +344,8 @@ void task_gradient(const Model& model, const Posterior& post, const Accumulator&
     gLinv.block(b, b, n, n) += w * G;
     g_latent_kdiag[q] += w * w * acc.g_kdiag;
     if (model.spec.mixed())
-      g.mixing(d, q) += G.cwiseProduct(post.Linv.block(b, b, n, n)).sum() + 2.0 * w * post.latent_kdiag[q] * acc.g_kdiag;
+      g.mixing(d, q) +=
+          G.cwiseProduct(post.Linv.block(b, b, n, n)).sum() + 2.0 * w * post.latent_kdiag[q] * acc.g_kdiag;
   }
 }
 

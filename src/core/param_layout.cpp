@@ -77,9 +77,7 @@ const ParamBlock kLinearMean{
                           std::to_string(m.spec.num_tasks()) + " tasks");
       Eigen::Map<Vector>(out, n) = m.linear_mean;
     },
-    [](Model& m, const double* in) {
-      m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_coefficients());
-    },
+    [](Model& m, const double* in) { m.linear_mean = Eigen::Map<const Vector>(in, m.spec.num_linear_coefficients()); },
     [](const Model& m, std::vector<std::string>& out) {
       for (Index d = 0; d < m.spec.num_tasks(); ++d)
         for (Index i = 0; i < m.spec.num_linear_point(); ++i)

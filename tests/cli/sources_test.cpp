@@ -164,6 +164,89 @@ TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
   EXPECT_GT(r.pixel_correlation, 0.8);
 }
 
+TEST_F(Sources, IncidenceAndPrevalenceOnSharedLatentFields) {
+  // tasks.yaml: units and provinces observe incidence, the survey clusters prevalence.
+  TrainArgs t;
+  t.config_path =
+      config("tasks2.yaml", text(path("data/tasks.yaml")).substr(text(path("data/tasks.yaml")).find("  sources:")),
+             "model: {latents: 2}\n");
+  t.out = path("fit_tasks");
+  t.sets = {"train.epochs=40"};
+  t.threads = 2;
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  const Model& m = file.model;
+  EXPECT_EQ(m.spec.tasks, (std::vector<std::string>{"incidence", "prevalence"}));
+  EXPECT_EQ(m.spec.latents, 2);
+  EXPECT_EQ(m.num_latents(), 2);
+  EXPECT_EQ(m.mixing.rows(), 2);
+  EXPECT_EQ(m.spec.source(2).task, 1);
+  EXPECT_EQ(m.spec.source(2).link, Link::logit);
+  EXPECT_EQ(m.spec.source(1).link, Link::exp);
+  // The file keeps every parameter: written again, it reads back the same.
+  io::write_model_file(path("tasks_again.yaml"), file);
+  EXPECT_EQ(io::read_model_file(path("tasks_again.yaml")).model.pack(), m.pack());
+
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_tasks");
+  run_predict(p);
+  for (const std::string task : {"incidence", "prevalence"}) {
+    SCOPED_TRACE(task);
+    io::DatasetPtr ds = io::open_raster(p.out + "/" + task + "_intensity_mean.tif");
+    EXPECT_STREQ(ds->GetMetadataItem("VBAGG_TASK"), task.c_str());
+    const std::string corr = ds->GetMetadataItem("VBAGG_TASK_CORRELATIONS");
+    EXPECT_EQ(corr.rfind("incidence~prevalence=", 0), 0u) << corr;
+    EXPECT_TRUE(std::filesystem::exists(p.out + "/" + task + "_intensity_q0.975.tif"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(p.out + "/intensity_mean.tif"));
+  // Prevalence maps hold proportions; incidence maps rates per person.
+  std::vector<float> prevalence, incidence;
+  for (auto [file_name, values] : {std::pair{"prevalence_intensity_mean.tif", &prevalence},
+                                   std::pair{"incidence_intensity_mean.tif", &incidence}}) {
+    io::DatasetPtr ds = io::open_raster(p.out + "/" + file_name);
+    GDALRasterBand* band = ds->GetRasterBand(1);
+    values->resize(static_cast<size_t>(band->GetXSize()) * static_cast<size_t>(band->GetYSize()));
+    ASSERT_EQ(band->RasterIO(GF_Read, 0, 0, band->GetXSize(), band->GetYSize(), values->data(), band->GetXSize(),
+                             band->GetYSize(), GDT_Float32, 0, 0),
+              CE_None);
+  }
+  double prev_mean = 0, inc_mean = 0;
+  int n = 0;
+  for (size_t i = 0; i < prevalence.size(); ++i)
+    if (prevalence[i] != -9999.0f && incidence[i] != -9999.0f) {  // the maps' nodata
+      EXPECT_GT(prevalence[i], 0.0f);
+      EXPECT_LT(prevalence[i], 1.0f);
+      prev_mean += prevalence[i];
+      inc_mean += incidence[i];
+      ++n;
+    }
+  ASSERT_GT(n, 0);
+  EXPECT_GT(prev_mean / n, 2 * inc_mean / n);  // the simulated prevalence is several times the incidence
+
+  // Each task's truth is compared with its own predictions.
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  e.truth = path("data/truth_prevalence.tif");
+  e.truth_task = "prevalence";
+  const Metrics prev = run_eval(e).metrics;
+  EXPECT_GT(prev.pixel_correlation, 0.8);
+  EXPECT_TRUE(std::isnan(prev.baseline_pixel_mse));  // the units' rate is no prevalence
+  e.truth = path("data/truth_intensity.tif");
+  e.truth_task = "";
+  const Metrics inc = run_eval(e).metrics;
+  EXPECT_GT(inc.pixel_correlation, 0.8);
+  EXPECT_LT(inc.pixel_mse, inc.baseline_pixel_mse);
+  e.truth_task = "rainfall";
+  try {
+    run_eval(e);
+    ADD_FAILURE() << "an unknown task was accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("incidence, prevalence"), std::string::npos) << err.what();
+  }
+}
+
 TEST_F(Sources, EverySourceUsesItsOwnCovariatesWhenItHasThem) {
   // The provinces' "other year": the same covariate names from other files (here, copies).
   for (const char* f : {"temperature", "rainfall"})

@@ -98,7 +98,8 @@ TEST(Latents, GradientMatchesFiniteDifferences) {
       << numeric[worst];
   // The new parameters are in the layout, named, and move the objective.
   const auto names = model.param_names();
-  for (const char* n : {"mixing[1,0]", "prevalence.mean", "latent1.kernel.part0.ard.log_variance", "prevalence.linear_mean[0]"})
+  for (const char* n :
+       {"mixing[1,0]", "prevalence.mean", "latent1.kernel.part0.ard.log_variance", "prevalence.linear_mean[0]"})
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
   EXPECT_EQ(param_slice(model, ParamBlockId::mixing).size, 4);
   const ParamSlice w = param_slice(model, ParamBlockId::mixing);
@@ -120,9 +121,8 @@ TEST(Latents, TaskPriorIsTheWeightedSumOfTheLatentKernels) {
     ASSERT_EQ(view.spec.task, d);
     Vector mean, var;
     predict_latent(view, X, mean, var, 1, 64);
-    const double expected =
-        model.mixing(d, 0) * model.mixing(d, 0) * model.kernel_of(0).diag_value() +
-        model.mixing(d, 1) * model.mixing(d, 1) * model.kernel_of(1).diag_value();
+    const double expected = model.mixing(d, 0) * model.mixing(d, 0) * model.kernel_of(0).diag_value() +
+                            model.mixing(d, 1) * model.mixing(d, 1) * model.kernel_of(1).diag_value();
     for (Index i = 0; i < X.cols(); ++i) {
       EXPECT_NEAR(var[i], expected, 1e-9 * expected);
       EXPECT_NEAR(mean[i], model.mean_of(d) + X(0, i) * model.linear_of(d)[0], 1e-12);

@@ -125,6 +125,61 @@ TEST(ModelFile, RoundTripsEverySource) {
   EXPECT_THROW(io::parse_model_file(text, "m.yaml"), DataError);
 }
 
+// Shared latent fields: the tasks, each source's task and link, the further latents' kernels, the
+// split of the inducing inputs, the mixing weights, the task intercepts and every task's linear mean
+// come back exactly; a split that does not add up is refused by name.
+TEST(ModelFile, RoundTripsSharedLatentFields) {
+  test::TempDir dir;
+  io::ModelFile f = sample_file();
+  Model& m = f.model;
+  m.spec.likelihood = LikelihoodKind::poisson;
+  m.spec.link = Link::exp;
+  m.spec.covariance = CovarianceMode::nystrom;
+  m.spec.aggregation = Aggregation::sum;
+  m.spec.expectation = Expectation::delta;
+  m.spec.source_name = "districts";
+  m.spec.tasks = {"incidence", "prevalence"};
+  m.spec.latents = 2;
+  SourceSpec survey{"survey", LikelihoodKind::binomial, Expectation::sample, Aggregation::sum, false, Link::logit, 1};
+  m.spec.more_sources = {survey};
+  m.likelihood_params = Vector();
+  m.more_sources = {{Vector(), {}}};
+  Kernel k = m.kernel;
+  k.parts()[0].log_variance = 0.25;
+  m.more_kernels = {k};
+  m.inducing_sizes = {4, 3};
+  m.mixing = (Matrix(2, 2) << 1.0 / 3.0, -0.5, 0.75, 1e-3).finished();
+  m.task_means = Vector::Constant(1, -1.0 / 7.0);
+  m.spec.linear_inputs = 2;
+  m.linear_mean = (Vector(4) << 0.1, -0.2, 0.3, 1.0 / 9.0).finished();
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_EQ(g.model.spec.tasks, m.spec.tasks);
+  EXPECT_EQ(g.model.spec.latents, 2);
+  EXPECT_EQ(g.model.spec.more_sources[0].task, 1);
+  EXPECT_EQ(g.model.spec.more_sources[0].link, Link::logit);
+  EXPECT_EQ(g.model.inducing_sizes, m.inducing_sizes);
+  EXPECT_EQ(g.model.more_kernels[0].params(), k.params());
+  EXPECT_EQ(g.model.pack(), m.pack());
+  EXPECT_EQ(g.model.param_names(), m.param_names());
+  std::string text;
+  {
+    std::ifstream in(dir / "model.yaml");
+    std::stringstream s;
+    s << in.rdbuf();
+    text = s.str();
+  }
+  const std::string split = "latent_inducing: [4, 3]";
+  ASSERT_NE(text.find(split), std::string::npos) << text;
+  text.replace(text.find(split), split.size(), "latent_inducing: [4, 4]");
+  try {
+    io::parse_model_file(text, "m.yaml");
+    ADD_FAILURE() << "a wrong split was accepted";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("latent_inducing"), std::string::npos) << e.what();
+  }
+}
+
 // Variational fixed effects: q carries 1 + d more entries, and the file says how many; a file whose
 // q does not match its fixed effects is refused by name.
 TEST(ModelFile, RoundTripsVariationalFixedEffects) {

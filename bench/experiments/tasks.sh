@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Two tasks on shared latent fields (docs/sources.md) against each task fitted alone, on synthetic
+# countries whose incidence and prevalence come from one field (vbagg-simulate's tasks.yaml):
+#   incidence  the units' case counts alone (data.yaml)
+#   prevalence the survey clusters alone (points, 20-40 tested each)
+#   joint      units and provinces (incidence) with the clusters (prevalence), model.latents 1
+#   joint_q2   the same with model.latents 2
+# Pixel metrics of each task over every unit's pixels; then a spatially blocked 5-fold
+# cross-validation of the single and joint fits, held-out units and clusters pooled.
+#   bench/experiments/tasks.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--folds 5]
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one) and python3.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=${VBAGG_BIN:-$PWD/build/apps}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+seeds="1 2 3" units=120 noise=0.3 folds=5
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seeds) seeds=$2; shift 2 ;;
+    --units) units=$2; shift 2 ;;
+    --noise) noise=$2; shift 2 ;;
+    --folds) folds=$2; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+# Fields of vbagg-eval's JSON: json FILE SOURCE EXPRESSION, where SOURCE picks the first source's
+# metrics (0) or the further source of that name, and EXPRESSION is Python over its dict m.
+json() {
+  python3 - "$@" <<'PY'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+m = doc.get("pooled", doc)
+src = sys.argv[2]
+if src != "0":
+    m = next(s for s in m.get("more_sources", []) if s.get("source") == src)
+print(eval(sys.argv[3], {"m": m, "doc": doc, "mean": lambda v: sum(v) / len(v)}))
+PY
+}
+pixel_row() {  # FILE: corr, MSE, calibration error, 95 % coverage of the pixel truth
+  json "$1" 0 '"%.4f | %.3g | %.3f | %.2f" % (m["pixel"]["correlation"], m["pixel"]["mse"], mean(m["pixel"]["coverage_error"]), m["pixel"]["coverage"][-1])'
+}
+
+echo "### Pixel truth of each task"
+echo
+echo "| seed | fit | fit s | incidence corr | incidence MSE | incidence calibration error | incidence 95 % coverage | prevalence corr | prevalence MSE | prevalence calibration error | prevalence 95 % coverage |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for seed in $seeds; do
+  d="$work/$seed"
+  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --units "$units" --unit-noise "$noise" -q
+  cat "$d/data/data.yaml" >"$d/data/incidence.yaml"
+  sed '/^  units:/,$d' "$d/data/data.yaml" >"$d/data/prevalence_clusters.yaml"
+  {
+    echo "  units: {path: clusters.gpkg, id_field: ID, response_field: positive, trials_field: tested, point_buffer: 0}"
+    echo "model: {likelihood: binomial}"
+  } >>"$d/data/prevalence_clusters.yaml"
+  cp "$d/data/tasks.yaml" "$d/data/joint.yaml"
+  { cat "$d/data/tasks.yaml"; echo "model: {latents: 2}"; } >"$d/data/joint_q2.yaml"
+  for fit in incidence prevalence_clusters joint joint_q2; do
+    start=$(date +%s.%N)
+    "$bin/vbagg-train" --config "$d/data/$fit.yaml" --out "$d/$fit" -q --threads 2 2>/dev/null
+    secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+    inc="— | — | — | —" prev="— | — | — | —"
+    case $fit in
+      incidence)
+        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --split all --truth "$d/data/truth_intensity.tif" \
+          --json "$d/$fit.inc.json" -q >/dev/null
+        inc=$(pixel_row "$d/$fit.inc.json") ;;
+      prevalence_clusters)
+        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --config "$d/data/prevalence.yaml" --split all \
+          --truth "$d/data/truth_prevalence.tif" --json "$d/$fit.prev.json" -q >/dev/null
+        prev=$(pixel_row "$d/$fit.prev.json") ;;
+      *)
+        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --split all --truth "$d/data/truth_intensity.tif" \
+          --json "$d/$fit.inc.json" -q >/dev/null
+        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --split all --truth "$d/data/truth_prevalence.tif" \
+          --truth-task prevalence --json "$d/$fit.prev.json" -q >/dev/null
+        inc=$(pixel_row "$d/$fit.inc.json")
+        prev=$(pixel_row "$d/$fit.prev.json") ;;
+    esac
+    echo "| $seed | $fit | $secs | $inc | $prev |"
+  done
+done
+
+echo
+echo "### Blocked ${folds}-fold cross-validation (held-out units and clusters pooled)"
+echo
+echo "| seed | fit | units covered 50 / 95 % | units bag NLL | incidence pixel MSE (held-out units) | clusters covered 50 / 95 % | clusters bag NLL | s per fold |"
+echo "|---|---|---|---|---|---|---|---|"
+cv_units='"%.2f / %.2f | %.2f" % (m["count_coverage"][0], m["count_coverage"][-1], m["bag_nll_mean"]["mean"] if isinstance(m["bag_nll_mean"], dict) else m["bag_nll_mean"])'
+cv_pixel='"%.3g" % (m["pixel"]["mse"]["mean"] if isinstance(m["pixel"]["mse"], dict) else m["pixel"]["mse"])'
+for seed in $seeds; do
+  d="$work/$seed"
+  for fit in incidence prevalence_clusters joint; do
+    start=$(date +%s.%N)
+    truth=()
+    [ "$fit" = prevalence_clusters ] || truth=(--truth "$d/data/truth_intensity.tif")
+    "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --cv "$folds" --cv-seed "$seed" "${truth[@]}" \
+      --json "$d/$fit.cv.json" -q >/dev/null
+    secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
+    j="$d/$fit.cv.json"
+    case $fit in
+      incidence) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
+      prevalence_clusters) row="— | — | — | $(json "$j" 0 "$cv_units")" ;;
+      joint) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | $(json "$j" clusters "$cv_units")" ;;
+    esac
+    echo "| $seed | $fit | $row | $secs |"
+  done
+done
