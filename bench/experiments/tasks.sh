@@ -89,7 +89,7 @@ echo
 echo "| seed | fit | units covered 50 / 95 % | units bag NLL | incidence pixel MSE (held-out units) | clusters covered 50 / 95 % | clusters bag NLL | s per fold |"
 echo "|---|---|---|---|---|---|---|---|"
 cv_units='"%.2f / %.2f | %.2f" % (m["count_coverage"][0], m["count_coverage"][-1], m["bag_nll_mean"]["mean"] if isinstance(m["bag_nll_mean"], dict) else m["bag_nll_mean"])'
-cv_pixel='"%.3g" % (m["pixel"]["mse"]["mean"] if isinstance(m["pixel"]["mse"], dict) else m["pixel"]["mse"])'
+cv_pixel='"%.3g" % m["pixel_mse"]["mean"]'
 for seed in $seeds; do
   d="$work/$seed"
   for fit in incidence prevalence_clusters joint; do

@@ -23,25 +23,7 @@ std::vector<std::pair<std::string, Kernel>> kernel_cases() {
   };
 }
 
-// Fourth-order central differences: truncation O(h^4) keeps the comparison at ~1e-9.
-Vector numeric_gradient(Model model, const Dataset& data, const std::vector<Index>& bags, double scale) {
-  const Vector theta = model.pack();
-  Vector g(theta.size());
-  auto f = [&](const Vector& t) {
-    model.unpack(t);
-    return elbo(model, data, bags, scale, nullptr).elbo;
-  };
-  const double h = 1e-3;
-  for (Index i = 0; i < theta.size(); ++i) {
-    Vector t = theta;
-    auto at = [&](double step) {
-      t[i] = theta[i] + step;
-      return f(t);
-    };
-    g[i] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
-  }
-  return g;
-}
+using test::numeric_gradient;
 
 class GradientTest : public ::testing::TestWithParam<std::tuple<size_t, size_t>> {};
 

@@ -78,19 +78,7 @@ TEST(Latents, GradientMatchesFiniteDifferences) {
   opt.draw_seed = 5;  // fixed draws: the sampled term is a smooth function of the parameters
   Vector analytic;
   elbo(model, data, bags, scale, &analytic, opt);
-  const Vector theta = model.pack();
-  Vector numeric(theta.size());
-  const double h = 1e-4;
-  for (Index i = 0; i < theta.size(); ++i) {
-    auto at = [&](double step) {
-      Vector t = theta;
-      t[i] += step;
-      model.unpack(t);
-      return elbo(model, data, bags, scale, nullptr, opt).elbo;
-    };
-    numeric[i] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
-  }
-  model.unpack(theta);
+  const Vector numeric = test::numeric_gradient(model, data, bags, scale, 1e-4, opt);
   Index worst;
   (analytic - numeric).cwiseAbs().maxCoeff(&worst);
   EXPECT_LE((analytic - numeric).norm() / numeric.norm(), 1e-7)

@@ -76,19 +76,7 @@ TEST(Sources, JointGradientMatchesFiniteDifferences) {
   const double scale = 9.0 / 5.0;
   Vector analytic;
   elbo(model, data, bags, scale, &analytic);
-  const Vector theta = model.pack();
-  Vector numeric(theta.size());
-  const double h = 1e-3;
-  for (Index i = 0; i < theta.size(); ++i) {
-    auto at = [&](double step) {
-      Vector t = theta;
-      t[i] += step;
-      model.unpack(t);
-      return elbo(model, data, bags, scale, nullptr).elbo;
-    };
-    numeric[i] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h);
-  }
-  model.unpack(theta);
+  const Vector numeric = test::numeric_gradient(model, data, bags, scale);
   Index worst;
   (analytic - numeric).cwiseAbs().maxCoeff(&worst);
   EXPECT_LE((analytic - numeric).norm() / numeric.norm(), 1e-6)

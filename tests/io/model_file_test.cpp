@@ -15,6 +15,13 @@
 namespace vbagg {
 namespace {
 
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
 io::ModelFile sample_file() {
   io::ModelFile f;
   Model& m = f.model;
@@ -114,13 +121,7 @@ TEST(ModelFile, RoundTripsEverySource) {
   EXPECT_EQ(g.model.pack(), m.pack());
   EXPECT_EQ(g.model.param_names(), m.param_names());
   // A source named twice is a broken file.
-  std::string text;
-  {
-    std::ifstream in(dir / "model.yaml");
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
-  }
+  std::string text = read_text(dir / "model.yaml");
   text.replace(text.find("source: indicator"), 17, "source: provinces");
   EXPECT_THROW(io::parse_model_file(text, "m.yaml"), DataError);
 }
@@ -162,13 +163,7 @@ TEST(ModelFile, RoundTripsSharedLatentFields) {
   EXPECT_EQ(g.model.more_kernels[0].params(), k.params());
   EXPECT_EQ(g.model.pack(), m.pack());
   EXPECT_EQ(g.model.param_names(), m.param_names());
-  std::string text;
-  {
-    std::ifstream in(dir / "model.yaml");
-    std::stringstream s;
-    s << in.rdbuf();
-    text = s.str();
-  }
+  std::string text = read_text(dir / "model.yaml");
   const std::string split = "latent_inducing: [4, 3]";
   ASSERT_NE(text.find(split), std::string::npos) << text;
   text.replace(text.find(split), split.size(), "latent_inducing: [4, 4]");
@@ -202,10 +197,7 @@ TEST(ModelFile, RoundTripsVariationalFixedEffects) {
   EXPECT_EQ(g.model.linear_mean.size(), 0);
   EXPECT_EQ(g.model.pack(), f.model.pack());
 
-  std::ifstream in(dir / "model.yaml");
-  std::stringstream s;
-  s << in.rdbuf();
-  std::string text = s.str();
+  std::string text = read_text(dir / "model.yaml");
   const std::string key = "linear_inputs: 2";
   ASSERT_NE(text.find(key), std::string::npos);
   text.replace(text.find(key), key.size(), "linear_inputs: 3");
@@ -255,10 +247,7 @@ TEST(ModelFile, RoundTripsExactly) {
 TEST(ModelFile, BrokenEntriesAreNamed) {
   test::TempDir dir;
   io::write_model_file(dir / "model.yaml", sample_file());
-  std::ifstream in(dir / "model.yaml");
-  std::stringstream s;
-  s << in.rdbuf();
-  const std::string good = s.str();
+  const std::string good = read_text(dir / "model.yaml");
   auto expect_broken = [&](const std::string& from, const std::string& to, const std::string& mention) {
     std::string text = good;
     const auto at = text.find(from);
