@@ -5,6 +5,7 @@
 #   prevalence the survey clusters alone (points, 20-40 tested each)
 #   joint      units and provinces (incidence) with the clusters (prevalence), model.latents 1
 #   joint_q2   the same with model.latents 2
+#   joint_vfe  joint with model.fixed_effects variational (each task's intercept and coefficients in q)
 # Pixel metrics of each task over every unit's pixels; then a spatially blocked 5-fold
 # cross-validation of the single and joint fits, held-out units and clusters pooled.
 #   bench/experiments/tasks.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--folds 5]
@@ -57,7 +58,8 @@ for seed in $seeds; do
   } >>"$d/data/prevalence_clusters.yaml"
   cp "$d/data/tasks.yaml" "$d/data/joint.yaml"
   { cat "$d/data/tasks.yaml"; echo "model: {latents: 2}"; } >"$d/data/joint_q2.yaml"
-  for fit in incidence prevalence_clusters joint joint_q2; do
+  { cat "$d/data/tasks.yaml"; echo "model: {fixed_effects: variational}"; } >"$d/data/joint_vfe.yaml"
+  for fit in incidence prevalence_clusters joint joint_q2 joint_vfe; do
     start=$(date +%s.%N)
     "$bin/vbagg-train" --config "$d/data/$fit.yaml" --out "$d/$fit" -q --threads 2 2>/dev/null
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
@@ -92,7 +94,7 @@ cv_units='"%.2f / %.2f | %.2f" % (m["count_coverage"][0], m["count_coverage"][-1
 cv_pixel='"%.3g" % m["pixel_mse"]["mean"]'
 for seed in $seeds; do
   d="$work/$seed"
-  for fit in incidence prevalence_clusters joint; do
+  for fit in incidence prevalence_clusters joint joint_vfe; do
     start=$(date +%s.%N)
     truth=()
     [ "$fit" = prevalence_clusters ] || truth=(--truth "$d/data/truth_intensity.tif")
@@ -103,7 +105,7 @@ for seed in $seeds; do
     case $fit in
       incidence) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
       prevalence_clusters) row="— | — | — | $(json "$j" 0 "$cv_units")" ;;
-      joint) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | $(json "$j" clusters "$cv_units")" ;;
+      joint*) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | $(json "$j" clusters "$cv_units")" ;;
     esac
     echo "| $seed | $fit | $row | $secs |"
   done

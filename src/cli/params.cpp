@@ -96,8 +96,11 @@ std::vector<Param> make_params() {
        "(path, layer, id_field, response_field, trials_field, point_buffer) and name (required with two or more; "
        "units of the second and later sources are called <name>:<id> in outputs), likelihood (default "
        "model.likelihood, or binomial with a trials_field), and optionally covariates and population of its own "
-       "(another year of the same covariates, on the same grid; same covariate names). Every source's bags observe "
-       "one latent field under model.link; the first source's units are the primary ones (units.csv lists all)."},
+       "(another year of the same covariates, on the same grid; same covariate names), link (default model.link, else "
+       "the likelihood's first) and task (the quantity it observes, e.g. incidence or prevalence; default the first "
+       "source's). Sources of one task share its link and latent field; several tasks share model.latents latent "
+       "fields with learned weights and get maps each (docs/sources.md). The first source's units are the primary "
+       "ones (units.csv lists all)."},
       {"data.grid",
        T::text,
        "population",

@@ -179,10 +179,6 @@ void validate_tasks(const ModelSpec& spec) {
   if (!spec.mixed()) return;
   for (Index d = 0; d < spec.num_tasks(); ++d)
     if (seen[static_cast<size_t>(d)] == 0) throw ConfigError("no source observes task '" + spec.task_name(d) + "'");
-  if (spec.fixed_effects == FixedEffects::variational)
-    throw ConfigError(
-        "shared latent fields (several tasks or latents) keep each task's mean as a point estimate: set "
-        "model.fixed_effects: point");
   if (spec.map_estimate || spec.covariance != CovarianceMode::nystrom)
     throw ConfigError("shared latent fields need a variational model with covariance 'nystrom'");
 }
@@ -335,6 +331,10 @@ Posterior compute_posterior(const Model& model, Index task) {
   }
   p.Lambda = Matrix::Identity(Mq, Mq);
   p.Lambda.topLeftCorner(M, M) = p.Linv;
+  // Variational fixed effects of several tasks: only the task's own block enters its latent.
+  const Index fe = model.spec.fixed_effects_per_task();
+  for (Index e = 0; e < model.spec.num_tasks() && fe > 0; ++e)
+    if (e != task) p.Lambda.block(M + e * fe, M + e * fe, fe, fe).setZero();
   if (model.spec.mixed())
     for (Index q = 0; q < Q; ++q) {
       const Index b = model.latent_begin(q), n = model.latent_size(q);
@@ -362,9 +362,14 @@ void features_into(const Model& model, const Eigen::Ref<const Matrix>& X, Eigen:
                                   cache.latents[static_cast<size_t>(q)]);
   }
   if (P == 0) return;
+  // Every task's block holds the same s z(x); a task's posterior reads only its own (its Lambda is
+  // zero on the others').
   const double s = model.spec.linear_prior_sd;
-  F.row(M).setConstant(s);
-  F.middleRows(M + 1, P - 1) = s * X.topRows(P - 1);
+  const Index p = model.spec.fixed_effects_per_task();
+  for (Index b = M; b < M + P; b += p) {
+    F.row(b).setConstant(s);
+    F.middleRows(b + 1, p - 1) = s * X.topRows(p - 1);
+  }
 }
 
 void features_backward(const Model& model, const Eigen::Ref<const Matrix>& dF, FeatureCache& cache, Vector& grad_kernel,
@@ -413,17 +418,18 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
 }
 
 FixedEffectEstimates fixed_effect_estimates(const Model& model) {
-  const Index d = model.spec.linear_inputs, P = model.spec.num_fixed_effects();
+  const Index d = model.spec.linear_inputs, P = model.spec.fixed_effects_per_task();
   FixedEffectEstimates e{Vector::Zero(1 + d), Vector::Zero(1 + d)};
   e.mean[0] = model.mean_of(model.spec.task);
   if (P == 0) {
     e.mean.tail(d) = model.linear_of(model.spec.task);
     return e;
   }
-  // c = s w over q's last P entries: mean s m_w, covariance s^2 (rows of L_v) (rows of L_v)^T.
+  // c = s w over the task's P entries of q: mean s m_w, covariance s^2 (rows of L_v) (rows of L_v)^T.
   const double s = model.spec.linear_prior_sd;
-  e.mean += s * model.q_mean.tail(P);
-  e.sd = s * model.q_chol.bottomRows(P).rowwise().norm();
+  const Index off = model.num_inducing() + model.spec.task * P;
+  e.mean += s * model.q_mean.segment(off, P);
+  e.sd = s * model.q_chol.middleRows(off, P).rowwise().norm();
   return e;
 }
 

@@ -89,7 +89,8 @@ struct ModelSpec {
   Index linear_inputs = 0;
   double linear_prior_sd = 1.0;
   // Point: beta at its MAP point. Variational: the intercept's offset c_0 ~ N(0, linear_prior_sd^2)
-  // and beta are the last num_fixed_effects() entries of q, as w = c / linear_prior_sd ~ N(0, I).
+  // and beta are the last num_fixed_effects() entries of q, as w = c / linear_prior_sd ~ N(0, I),
+  // one block per task.
   FixedEffects fixed_effects = FixedEffects::point;
   // MAP point estimate instead of a variational posterior (the nystrom baseline of MODEL.md
   // section 9): q collapses to m_v (no L_v), the likelihood is evaluated at f = m, and the KL is
@@ -130,8 +131,10 @@ struct ModelSpec {
   // Throws ConfigError for combinations MODEL.md does not define (e.g. exponential + square), in
   // any source (named in the message when there are several).
   void validate() const;
-  // Entries of q after the inducing values: the intercept's offset and beta when variational.
-  Index num_fixed_effects() const { return fixed_effects == FixedEffects::variational ? 1 + linear_inputs : 0; }
+  // Entries of q after the inducing values: the intercept's offset and beta when variational, for
+  // every task (task d's are the d-th block of fixed_effects_per_task()).
+  Index fixed_effects_per_task() const { return fixed_effects == FixedEffects::variational ? 1 + linear_inputs : 0; }
+  Index num_fixed_effects() const { return fixed_effects_per_task() * num_tasks(); }
   // Coefficients held as a point value (Model::linear_mean).
   Index num_linear_point() const { return fixed_effects == FixedEffects::point ? linear_inputs : 0; }
   // Point coefficients of every task (each task has its own linear mean).

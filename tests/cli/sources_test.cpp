@@ -304,12 +304,12 @@ TEST_F(Sources, ConfigurationErrorsNameTheSource) {
           "  sources:\n" + units +
               "    - {name: survey, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested}\n",
           "a task has one link");
-  // Tasks mix latent fields with a constant mean per task.
-  refused("tasks_linear.yaml",
+  // Tasks mix the latent fields of a variational model.
+  refused("tasks_nystrom.yaml",
           "  sources:\n" + units +
               "    - {name: survey, path: units.gpkg, id_field: ID, response_field: positive, trials_field: tested, "
               "task: prevalence}\n",
-          "keep each task's mean as a point estimate", "model: {fixed_effects: variational}\n");
+          "shared latent fields need a variational model", "model: {kind: nystrom}\n");
   refused("latents.yaml", "  sources:\n" + units, "model.latents", "model: {latents: 0}\n");
   refused("first_covariates.yaml",
           "  sources:\n    - {name: units, path: units.gpkg, id_field: ID, response_field: cases, covariates: "

@@ -94,6 +94,42 @@ TEST(Latents, GradientMatchesFiniteDifferences) {
   EXPECT_GT(analytic.segment(w.offset, w.size).cwiseAbs().minCoeff(), 1e-8);
 }
 
+TEST(Latents, VariationalFixedEffectsPerTaskMatchFiniteDifferences) {
+  // Each task's intercept offset and coefficient are a block of q of their own.
+  ModelSpec spec = incidence_and_prevalence(2);
+  spec.fixed_effects = FixedEffects::variational;
+  spec.unit_effect = false;
+  const Dataset data = incidence_and_prevalence_data(21);
+  Model model = mixed_model(spec, 3, 22);
+  ASSERT_EQ(model.num_q(), 6 + 4);
+  const std::vector<Index> bags = {1, 7, 3, 8, 5};
+  ObjectiveOptions opt;
+  opt.draw_seed = 23;
+  Vector analytic;
+  elbo(model, data, bags, 2.0, &analytic, opt);
+  const Vector numeric = test::numeric_gradient(model, data, bags, 2.0, 1e-4, opt);
+  EXPECT_LE((analytic - numeric).norm() / numeric.norm(), 1e-7);
+  // A task's estimates are its own block: the intercept mu_d + s m, the coefficient s m.
+  const double s = spec.linear_prior_sd;
+  for (Index d = 0; d < 2; ++d) {
+    const FixedEffectEstimates e = fixed_effect_estimates(model.for_task(d));
+    EXPECT_NEAR(e.mean[0], model.mean_of(d) + s * model.q_mean[6 + 2 * d], 1e-14);
+    EXPECT_NEAR(e.mean[1], s * model.q_mean[6 + 2 * d + 1], 1e-14);
+    EXPECT_NEAR(e.sd[1], s * model.q_chol.row(6 + 2 * d + 1).norm(), 1e-14);
+  }
+  // Task 0's latent does not move with task 1's block.
+  Model moved = model;
+  moved.q_mean[6 + 2] += 1.0;
+  Matrix X = Matrix::Random(kD, 4);
+  Vector m0, v0, m1, v1;
+  predict_latent(model.for_task(0), X, m0, v0, 1, 64);
+  predict_latent(moved.for_task(0), X, m1, v1, 1, 64);
+  EXPECT_EQ(m0, m1);
+  predict_latent(moved.for_task(1), X, m1, v1, 1, 64);
+  predict_latent(model.for_task(1), X, m0, v0, 1, 64);
+  EXPECT_NEAR((m1 - m0).maxCoeff(), s, 1e-12);
+}
+
 TEST(Latents, TaskPriorIsTheWeightedSumOfTheLatentKernels) {
   const ModelSpec spec = incidence_and_prevalence(2);
   Model model = mixed_model(spec, 4, 6);
@@ -178,6 +214,27 @@ TEST(Latents, ALatentWithZeroWeightsAndPriorQAddsNothing) {
   const ObjectiveValue a = elbo(two, data, counts, 1.0, nullptr, opt), b = elbo(one, data, counts, 1.0, nullptr, opt);
   EXPECT_NEAR(a.data_term, b.data_term, 1e-10 * std::abs(b.data_term));
   EXPECT_NEAR(a.kl, b.kl, 1e-12 * std::abs(b.kl));
+}
+
+TEST(Latents, OneTaskOnOneLatentIsTodaysModel) {
+  // Naming the one task changes nothing: no weights, the same parameters, objective and gradient.
+  ModelSpec spec = incidence_and_prevalence(1);
+  spec.more_sources[1] = source("clusters", LikelihoodKind::poisson, Expectation::bound, Link::exp, 0);
+  spec.tasks = {"incidence"};
+  const Dataset data = join_sources({test::random_dataset(4, 2, 9, kD, LikelihoodKind::negative_binomial, 15),
+                                     test::random_dataset(2, 10, 20, kD, LikelihoodKind::poisson, 16),
+                                     test::random_dataset(3, 1, 4, kD, LikelihoodKind::poisson, 17)});
+  Model named = test::random_model(spec, make_kernel("ard", "none", kD, 0), 5, kD, 18);
+  named.likelihood_params = Vector::Constant(1, 0.7);
+  named.more_sources.resize(2);
+  Model plain = named;
+  plain.spec.tasks.clear();
+  ASSERT_FALSE(named.spec.mixed());
+  EXPECT_EQ(named.param_names(), plain.param_names());
+  Vector gn, gp;
+  const ObjectiveValue a = elbo(named, data, &gn), b = elbo(plain, data, &gp);
+  EXPECT_EQ(a.elbo, b.elbo);
+  EXPECT_EQ(gn, gp);
 }
 
 TEST(Latents, InitialModelHasEveryLatentAndTask) {
