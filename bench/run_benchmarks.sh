@@ -26,6 +26,10 @@ if want epoch; then
   "$bench/epoch_bench" --link exp --threads "$threads"
   "$bench/epoch_bench" --link square --covariance nystrom --threads "$threads" --adam 0 --repeat 1
   "$bench/epoch_bench" --link square --covariance exact --threads "$threads" --adam 0 --repeat 1
+  # Two tasks on shared latent fields, the same pixels (docs/sources.md).
+  for tasks in "--tasks 1" "--tasks 2 --latents 1" "--tasks 2 --latents 2" "--tasks 2 --latents 2 --inducing 288"; do
+    "$bench/epoch_bench" --expectation delta --repeat 1 --threads "$threads" $tasks
+  done
 fi
 
 # 2. Time to fit the same problem.

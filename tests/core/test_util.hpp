@@ -173,6 +173,15 @@ inline Vector numeric_gradient(Model model, const Dataset& data, const std::vect
   return g;
 }
 
+// |analytic - numeric| / |numeric|, with the worst entry named in *worst.
+inline double gradient_error(const Model& model, const Vector& analytic, const Vector& numeric, std::string* worst) {
+  Index k;
+  (analytic - numeric).cwiseAbs().maxCoeff(&k);
+  *worst = "worst parameter " + model.param_names()[static_cast<size_t>(k)] + " analytic " +
+           std::to_string(analytic[k]) + " numeric " + std::to_string(numeric[k]);
+  return (analytic - numeric).norm() / numeric.norm();
+}
+
 // A model with random (non-trivial) variational parameters so every gradient path is exercised.
 inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, Index D, unsigned seed) {
   std::mt19937_64 rng(seed);

@@ -60,6 +60,18 @@ io::ModelFile sample_file() {
   return f;
 }
 
+// sample_file() as a count model: exp link, nystrom covariance, the delta method.
+io::ModelFile count_file(LikelihoodKind likelihood) {
+  io::ModelFile f = sample_file();
+  ModelSpec& spec = f.model.spec;
+  spec.likelihood = likelihood;
+  spec.link = Link::exp;
+  spec.covariance = CovarianceMode::nystrom;
+  spec.aggregation = Aggregation::sum;
+  spec.expectation = Expectation::delta;
+  return f;
+}
+
 // A negative binomial with the delta method, a linear mean and a unit effect: its dispersion,
 // expectation, coefficients, the effect's spread and its training units come back exactly.
 TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
@@ -94,12 +106,8 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
 // come back, and the first source's stay where a one-source file keeps them.
 TEST(ModelFile, RoundTripsEverySource) {
   test::TempDir dir;
-  io::ModelFile f = sample_file();
+  io::ModelFile f = count_file(LikelihoodKind::negative_binomial);
   Model& m = f.model;
-  m.spec.likelihood = LikelihoodKind::negative_binomial;
-  m.spec.link = Link::exp;
-  m.spec.aggregation = Aggregation::sum;
-  m.spec.expectation = Expectation::delta;
   m.spec.unit_effect = true;
   m.spec.source_name = "districts";
   m.likelihood_params = Vector::Constant(1, std::log(40.0));
@@ -131,13 +139,8 @@ TEST(ModelFile, RoundTripsEverySource) {
 // come back exactly; a split that does not add up is refused by name.
 TEST(ModelFile, RoundTripsSharedLatentFields) {
   test::TempDir dir;
-  io::ModelFile f = sample_file();
+  io::ModelFile f = count_file(LikelihoodKind::poisson);
   Model& m = f.model;
-  m.spec.likelihood = LikelihoodKind::poisson;
-  m.spec.link = Link::exp;
-  m.spec.covariance = CovarianceMode::nystrom;
-  m.spec.aggregation = Aggregation::sum;
-  m.spec.expectation = Expectation::delta;
   m.spec.source_name = "districts";
   m.spec.tasks = {"incidence", "prevalence"};
   m.spec.latents = 2;
