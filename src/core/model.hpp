@@ -61,7 +61,8 @@ std::vector<std::string> fixed_effects_names();
 std::vector<std::string> model_kind_names();
 
 // How the bags of one data source observe the latent field (docs/sources.md): the source's name, its
-// likelihood, its expectation, its aggregation (normal) and whether its units carry a unit effect.
+// likelihood, its expectation, its aggregation (normal), whether its units carry a unit effect, its
+// link and the task it observes.
 struct SourceSpec {
   std::string name;
   LikelihoodKind likelihood = LikelihoodKind::poisson;
@@ -73,7 +74,7 @@ struct SourceSpec {
 };
 
 // The model's settings. The observation fields (likelihood, expectation, aggregation,
-// unit_effect) are those of the first data source; a joint fit of several sources (docs/sources.md)
+// unit_effect, link, task) are those of the first data source; a joint fit of several sources (docs/sources.md)
 // lists the others in more_sources, and bags of source s are evaluated with for_source(s). Every
 // function that takes one source's view (a spec without more_sources) works unchanged.
 struct ModelSpec {
@@ -267,11 +268,13 @@ struct ModelGradient {
 // task d's posterior scales latent q's block of Lambda by w_dq: f_d = mu_d + sum_q w_dq u_q.
 struct Posterior {
   Index task = 0;
-  Matrix L;       // chol(K_WW + eps I), block diagonal over the latents
-  Matrix Linv;    // L^{-1}
-  Matrix Lambda;  // blockdiag(w_d1 L_1^{-1}, ..., w_dQ L_Q^{-1}, I_P)
-  Vector alpha;   // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
-  Matrix B;       // L_v^T Lambda
+  Matrix L;     // chol(K_WW + eps I), block diagonal over the latents
+  Matrix Linv;  // L^{-1}
+  // blockdiag(w_d1 L_1^{-1}, ..., w_dQ L_Q^{-1}, I_P); with variational fixed effects of several
+  // tasks, zero on the other tasks' blocks of the P entries
+  Matrix Lambda;
+  Vector alpha;  // Lambda^T m_v: mean m(x) = mu + phi(x)^T alpha
+  Matrix B;      // L_v^T Lambda
   // blockdiag(L^{-T} L^{-1}, 0) - B^T B: variance s^2(x) = k(x,x) - phi(x)^T Q phi(x)
   Matrix Q;
   // blockdiag(L^{-T} L^{-1}, 0): the residual variance k(x,x) - phi(x)^T P phi(x) that the
