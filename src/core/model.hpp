@@ -76,8 +76,8 @@ struct SourceSpec {
 // The model's settings. The observation fields (likelihood, expectation, aggregation,
 // unit_effect, link, task) are those of the first data source; a joint fit of several sources
 // (docs/sources.md) lists the others in more_sources, and bags of source s are evaluated with
-// for_source(s). Every
-// function that takes one source's view (a spec without more_sources) works unchanged.
+// for_source(s). Every function that takes one source's view (a spec without more_sources) works
+// unchanged.
 struct ModelSpec {
   LikelihoodKind likelihood = LikelihoodKind::poisson;
   Link link = Link::exp;
