@@ -51,8 +51,8 @@ void log_tasks(const Model& model, const std::vector<std::string>& covariates) {
     if (model.spec.num_tasks() > 1) log_fixed_effects(model.for_task(d), covariates);
     std::string w;
     for (Index q = 0; q < model.num_latents(); ++q) w += fmt::format("{}{:.3g}", q ? ", " : "", model.mixing(d, q));
-    spdlog::info("task '{}': mixing weights over {} latent fields ({})", model.spec.task_name(d), model.num_latents(),
-                 w);
+    const std::string task = model.spec.tasks.empty() ? "" : "task '" + model.spec.task_name(d) + "': ";
+    spdlog::info("{}mixing weights over {} latent fields ({})", task, model.num_latents(), w);
   }
   const Matrix C = model.task_correlations();
   for (Index d = 0; d < C.rows(); ++d)
