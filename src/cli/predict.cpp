@@ -462,9 +462,16 @@ void run_predict(const PredictArgs& args) {
   PredictOptions po;
   if (m.predictor->has_posterior()) {
     po.quantiles = quantiles;
-    for (double t : exceedance) po.exceedance.push_back(t / rate_per);  // thresholds in the maps' unit
+    po.exceedance = exceedance;  // divided by each task's rate_per below
   }
   po.threads = threads;
+  // Each task's exceedance thresholds in its maps' unit (rate_per scales count tasks only).
+  std::vector<PredictOptions> task_options;
+  for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d) {
+    task_options.push_back(po);
+    const double r = task_rate_per(m, d, rate_per);
+    for (size_t k = 0; k < po.exceedance.size(); ++k) task_options.back().exceedance[k] = exceedance[k] / r;
+  }
   // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
   // covariates) however wide the grid is.
   const int strip_rows = std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
@@ -483,12 +490,8 @@ void run_predict(const PredictArgs& args) {
         pixel_units.push_back(it != unit_of_cell.end() ? it->second : nullptr);
       }
     std::vector<Prediction> p;
-    for (int d = 0; d < static_cast<int>(m.file.model.spec.num_tasks()); ++d) {
-      PredictOptions task_po = po;
-      const double r = task_rate_per(m, d, rate_per);
-      for (size_t k = 0; k < task_po.exceedance.size(); ++k) task_po.exceedance[k] = exceedance[k] / r;
-      p.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_po, d));
-    }
+    for (size_t d = 0; d < task_options.size(); ++d)
+      p.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_options[d], static_cast<int>(d)));
     const size_t n = static_cast<size_t>(strip.rows) * static_cast<size_t>(grid.width);
     for (auto& o : outs) {
       o.strip.assign(n, NAN);
