@@ -291,31 +291,27 @@ void check_latents(const Model& model) {
 
 }  // namespace
 
-Posterior compute_posterior(const Model& model, Index task) {
+InducingFactor factor_inducing(const Model& model) {
   const Index M = model.num_inducing(), Mq = model.num_q(), Q = model.num_latents();
   if (model.q_mean.size() != Mq || (!model.spec.map_estimate && model.q_chol.rows() != Mq))
     throw ConfigError("q holds " + std::to_string(model.q_mean.size()) + " entries for " + std::to_string(M) +
                       " inducing points and " + std::to_string(Mq - M) + " fixed effects");
   check_latents(model);
-  Posterior p;
-  p.task = task;
-  p.latent_kdiag.resize(Q);
-  for (Index q = 0; q < Q; ++q) {
-    p.latent_kdiag[q] = model.kernel_of(q).diag_value();
-    p.kdiag += model.weight(task, q) * model.weight(task, q) * p.latent_kdiag[q];
-  }
+  InducingFactor f;
+  f.latent_kdiag.resize(Q);
+  for (Index q = 0; q < Q; ++q) f.latent_kdiag[q] = model.kernel_of(q).diag_value();
   // K_WW is block diagonal over the latents. Every block takes the same relative jitter, so that
   // eps_q = jitter * k_q(x, x) holds for the gradient: a block that needs more restarts the others.
-  p.L = Matrix::Zero(M, M);
+  f.L = Matrix::Zero(M, M);
   double rel = model.jitter;
   for (Index q = 0; q < Q; ++q) {
     const Index b = model.latent_begin(q), n = model.latent_size(q);
     Matrix Kww;
     const Matrix W = model.inducing.middleCols(b, n);
     model.kernel_of(q).cross(W, W, Kww);
-    const double kd = p.latent_kdiag[q];
+    const double kd = f.latent_kdiag[q];
     double eps = rel * kd;
-    p.L.block(b, b, n, n) = jittered_cholesky(Kww, eps, 0.1 * kd);
+    f.L.block(b, b, n, n) = jittered_cholesky(Kww, eps, 0.1 * kd);
     if (eps / kd > rel * (1 + 1e-12) && q > 0) {
       rel = eps / kd;
       q = -1;  // again from the first latent with the larger jitter
@@ -323,12 +319,24 @@ Posterior compute_posterior(const Model& model, Index task) {
     }
     rel = std::max(rel, eps / kd);
   }
-  p.jitter_used = rel;
-  p.Linv = Matrix::Zero(M, M);
+  f.jitter_used = rel;
+  f.Linv = Matrix::Zero(M, M);
   for (Index q = 0; q < Q; ++q) {
     const Index b = model.latent_begin(q), n = model.latent_size(q);
-    p.Linv.block(b, b, n, n) = lower_inverse(p.L.block(b, b, n, n));
+    f.Linv.block(b, b, n, n) = lower_inverse(f.L.block(b, b, n, n));
   }
+  return f;
+}
+
+Posterior compute_posterior(const Model& model, const InducingFactor& f, Index task) {
+  const Index M = model.num_inducing(), Mq = model.num_q(), Q = model.num_latents();
+  Posterior p;
+  p.task = task;
+  p.L = f.L;
+  p.Linv = f.Linv;
+  p.latent_kdiag = f.latent_kdiag;
+  p.jitter_used = f.jitter_used;
+  for (Index q = 0; q < Q; ++q) p.kdiag += model.weight(task, q) * model.weight(task, q) * f.latent_kdiag[q];
   p.Lambda = Matrix::Identity(Mq, Mq);
   p.Lambda.topLeftCorner(M, M) = p.Linv;
   // Variational fixed effects of several tasks: only the task's own block enters its latent.

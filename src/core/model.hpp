@@ -286,8 +286,21 @@ struct Posterior {
   double jitter_used = 0;  // relative jitter that made the Cholesky succeed
 };
 
-// The posterior of task d (by default the task of the model's view, spec.task).
-Posterior compute_posterior(const Model& model, Index task);
+// What every task's posterior shares: the block-diagonal Cholesky of K_WW + eps I, its inverse, each
+// latent's k(x, x) and the relative jitter used (O(M^3), once per parameter value).
+struct InducingFactor {
+  Matrix L, Linv;
+  Vector latent_kdiag;
+  double jitter_used = 0;
+};
+InducingFactor factor_inducing(const Model& model);
+
+// The posterior of task d from the shared factor (only its products with q, no factorisation), or
+// with its own factor; by default of the task of the model's view, spec.task.
+Posterior compute_posterior(const Model& model, const InducingFactor& factor, Index task);
+inline Posterior compute_posterior(const Model& model, Index task) {
+  return compute_posterior(model, factor_inducing(model), task);
+}
 inline Posterior compute_posterior(const Model& model) { return compute_posterior(model, model.spec.task); }
 
 // Per-pixel mean and variance of f for inputs stored one per column.

@@ -388,10 +388,12 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (model.spec.linear_inputs > model.num_inputs())
     throw ConfigError("the linear mean has " + std::to_string(model.spec.linear_inputs) +
                       " coefficients but the model " + std::to_string(model.num_inputs()) + " inputs");
-  // One posterior per task: the tasks differ only in how Lambda's latent blocks are scaled.
+  // One posterior per task from one factorisation of K_WW: the tasks differ only in how Lambda's
+  // blocks are scaled.
   const Index tasks = model.spec.num_tasks();
+  const InducingFactor factor = factor_inducing(model);
   std::vector<Posterior> posts;
-  for (Index d = 0; d < tasks; ++d) posts.push_back(compute_posterior(model, d));
+  for (Index d = 0; d < tasks; ++d) posts.push_back(compute_posterior(model, factor, d));
   std::vector<SourceTerm> sources;
   std::vector<BagNeeds> needs;
   for (Index s = 0; s < model.spec.num_sources(); ++s) {
