@@ -9,8 +9,9 @@
 #   scripts/test.sh --sanitize   the sanitizer suite only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The PyTorch cross-check of bench/reference; the format check; GDAL's COG validator; the QGIS render.
-scripts/deps.sh python3-torch clang-format python3-gdal python3-qgis
+# The PyTorch cross-check of bench/reference; the format check; GDAL's COG validator; the QGIS render;
+# Open MPI for the data-parallel tests.
+scripts/deps.sh python3-torch clang-format python3-gdal python3-qgis libopenmpi-dev openmpi-bin
 jobs=$(nproc)
 
 release() {

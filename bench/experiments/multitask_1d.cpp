@@ -162,7 +162,8 @@ int main(int argc, char** argv) {
       InitOptions init;
       init.inducing = args.inducing;
       init.seed = static_cast<unsigned long long>(seed);
-      init.placement = &all_inputs;
+      const PixelColumns placement(all_inputs);
+      init.placement = &placement;
       const Kernel kernel = make_kernel("rbf", "none", 1, 0);
       auto fit_all = [&](Model& m, const Dataset& d) {
         std::vector<Index> bags(static_cast<size_t>(d.num_bags()));

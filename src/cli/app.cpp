@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "core/types.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -26,6 +27,11 @@ void setup_logging(const std::string& app_name, bool quiet, bool verbose) {
   auto logger = spdlog::stderr_color_mt(app_name);
   logger->set_pattern("%^%l%$ %v");
   logger->set_level(quiet ? spdlog::level::warn : verbose ? spdlog::level::debug : spdlog::level::info);
+  // In an MPI job the leading process speaks for all; the others only report their own errors.
+  if (!leading_process()) {
+    logger->set_pattern("%^%l%$ process " + std::to_string(process_rank()) + ": %v");
+    logger->set_level(spdlog::level::err);
+  }
   spdlog::set_default_logger(logger);
 }
 
@@ -43,22 +49,41 @@ void fault_point(const char* point) {
   if (++calls == std::atoll(fault.c_str() + colon + 1)) std::raise(SIGKILL);
 }
 
-int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
+namespace {
+
+int run_body(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Usage and --help once, from the leading process.
+    if (!leading_process()) return e.get_exit_code() == 0 ? 0 : kExitUsage;
     return app.exit(e) == 0 ? 0 : kExitUsage;
   }
+  const std::string who = process_count() > 1 ? " (process " + std::to_string(process_rank()) + " of " +
+                                                    std::to_string(process_count()) + ")"
+                                              : "";
   try {
     body();
     return 0;
   } catch (const ConfigError& e) {
-    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), e.what());
+    std::fprintf(stderr, "%s: error%s: %s\n", app.get_name().c_str(), who.c_str(), e.what());
     return kExitUsage;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", app.get_name().c_str(), e.what());
+    std::fprintf(stderr, "%s: error%s: %s\n", app.get_name().c_str(), who.c_str(), e.what());
     return kExitData;
   }
+}
+
+}  // namespace
+
+int run_app(CLI::App& app, int argc, char** argv, const std::function<void()>& body) {
+  start_processes(argc, argv);
+  const int code = run_body(app, argc, argv, body);
+  // A process of an MPI job that failed alone would leave the others waiting in a reduction: it
+  // ends the job. Errors that every process meets (a bad setting) end it the same way.
+  if (code != 0 && process_count() > 1) abort_processes(code);
+  stop_processes();
+  return code;
 }
 
 Progress::Progress(std::string label, long long total, bool enabled)

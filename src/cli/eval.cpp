@@ -11,6 +11,7 @@
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
 #include "model_setup.hpp"
+#include "processes.hpp"
 #include "report.hpp"
 
 namespace vbagg::cli {
@@ -93,6 +94,7 @@ int eval_main(int argc, char** argv) {
   add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-eval", quiet, verbose);
+    require_one_process("vbagg-eval");
     args.progress = !quiet;
     const EvalResult r = run_eval(args);
     std::fputs(r.table.c_str(), stdout);

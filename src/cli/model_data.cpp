@@ -6,6 +6,7 @@
 #include "core/predict.hpp"
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -91,7 +92,7 @@ io::BuiltData build_data(const Config& config, const std::string& report_dir) {
   } catch (const io::UnusableUnits& e) {
     const fs::path dir = report_dir.empty() ? fs::temp_directory_path() : fs::path(report_dir);
     const std::string list = (dir / "unusable_units.csv").string();
-    io::write_text_atomic(list, io::issues_csv(e.issues()));
+    if (leading_process()) io::write_text_atomic(list, io::issues_csv(e.issues()));
     throw DataError(std::string(e.what()) + "\nevery unit and its problem: " + list);
   }
 }

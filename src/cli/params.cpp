@@ -371,6 +371,15 @@ std::vector<Param> make_params() {
        10,
        1000000,
        "Posterior samples for each unit's predicted-total interval."},
+      {"predict.strip_rows",
+       T::integer,
+       "0",
+       {},
+       0,
+       1000000,
+       "Grid rows predicted at a time; 0: about 2^20 pixels and at most 256 rows, which bounds the memory. "
+       "Under mpirun the processes take turns at the strips, so smaller strips spread a small grid over more "
+       "processes."},
       // output
       {"output.dir", T::path, "out", {}, -kInf, kInf, "Output folder."},
   };

@@ -15,6 +15,7 @@
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 #include "core/metrics.hpp"
+#include "core/shard.hpp"
 #include "io/aligned_layer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/coordinates.hpp"
@@ -24,6 +25,7 @@
 #include "io/units_output.hpp"
 #include "model_data.hpp"
 #include "model_setup.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -318,20 +320,36 @@ struct UnitRow {
 };
 
 // Observed count and predicted total with a central predictive interval, per unit of the data.
+// In an MPI job each process predicts the units that assign_bags gives it, and the sums share the
+// numbers out (each unit's are non-zero on one process only, so the sums are exact).
 std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built, double lo, double hi, int samples,
                                int threads) {
   const Dataset& d = built.dataset;
-  std::vector<Index> all(static_cast<size_t>(d.num_bags()));
-  for (Index a = 0; a < d.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  const Vector totals = m.predictor->unit_totals(d, all, threads);
+  const Index n = d.num_bags();
+  std::vector<int> owner(static_cast<size_t>(n), 0);
+  if (process_count() > 1 && n >= process_count()) {
+    std::vector<Index> pixels;
+    for (Index a = 0; a < n; ++a) pixels.push_back(d.bag_size(a));
+    owner = assign_bags(pixels, process_count());
+  }
+  std::vector<Index> mine;
+  for (Index a = 0; a < n; ++a)
+    if (owner[static_cast<size_t>(a)] == process_rank()) mine.push_back(a);
+  Matrix predicted = Matrix::Zero(3, n);  // total, lower, upper
+  const Vector totals = mine.empty() ? Vector() : m.predictor->unit_totals(d, mine, threads);
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Vector draws = m.predictor->unit_draws(d, mine[k], samples);
+    predicted.col(mine[k]) << totals[static_cast<Index>(k)], empirical_quantile(draws, lo),
+        empirical_quantile(draws, hi);
+  }
+  processes().sum(predicted);
   const Vector bag_weight = d.bag_weights();
   const std::vector<std::string> none;
   const std::vector<std::string>& train = m.same_units ? m.file.train_units : none;
   const std::vector<std::string>& holdout = m.same_units ? m.file.holdout_units : none;
   std::vector<UnitRow> rows;
-  for (Index a = 0; a < d.num_bags(); ++a) {
+  for (Index a = 0; a < n; ++a) {
     const std::string& id = d.bag_ids[static_cast<size_t>(a)];
-    const Vector draws = m.predictor->unit_draws(d, a, samples);
     const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
     const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
     rows.push_back({id,
@@ -339,8 +357,7 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
                     {in_train     ? "train"
                      : in_holdout ? "holdout"
                                   : "new",
-                     d.response[a], totals[a], empirical_quantile(draws, lo), empirical_quantile(draws, hi),
-                     bag_weight[a], d.bag_size(a)}});
+                     d.response[a], predicted(0, a), predicted(1, a), predicted(2, a), bag_weight[a], d.bag_size(a)}});
   }
   return rows;
 }
@@ -387,10 +404,12 @@ std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
 }
 
 // units.csv (for scripts) and units.gpkg (the input polygons with the same columns and styles).
+// Every process of an MPI job calls it; the leading one writes.
 void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const std::string& dir,
                         const std::vector<double>& levels, int samples, int threads, bool styles) {
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
   const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads);
+  if (!leading_process()) return;
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
   write_units_csv(dir + "/units.csv", rows, lower, upper, built.sources);
   // One layer per source, named by the source (one source: "units"); rows of later sources carry
@@ -449,7 +468,13 @@ void run_predict(const PredictArgs& args) {
 
   PixelSources src = open_sources(m, data);
   const io::Grid& grid = src.grid;
-  std::vector<MapOutput> outs = open_maps(maps, m, args.out, grid, format, rate_per);
+  // In an MPI job the processes take turns at the strips and the leading one writes every map.
+  const bool leader = leading_process();
+  std::vector<MapOutput> outs;
+  if (leader)
+    outs = open_maps(maps, m, args.out, grid, format, rate_per);
+  else
+    for (const MapSpec& spec : maps) outs.push_back({spec, nullptr, {}});
   // The constant model's rate belongs to the unit holding each pixel. The units' dataset is built
   // here for it, and otherwise only after the maps, so a GP's strips do not hold it in memory.
   io::BuiltData units;
@@ -474,15 +499,17 @@ void run_predict(const PredictArgs& args) {
   }
   // Strips of at most 256 rows and about 2^20 pixels bound the memory (~0.5 GB with 18
   // covariates) however wide the grid is.
-  const int strip_rows = std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
+  const int strip_rows = settings.predict.strip_rows > 0 ? settings.predict.strip_rows
+                                                         : std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
   const io::CoordinateMapper coords(grid);
-  Progress progress("predicting", grid.height, args.progress);
+  Progress progress("predicting", grid.height, args.progress && leader);
   std::vector<std::vector<double>> values(src.covariates.size());
   Strip strip;
   std::vector<const std::string*> pixel_units;
   long long predicted = 0;
-  for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
-    read_strip(src, m, coords, row0, std::min(strip_rows, grid.height - row0), values, strip);
+  // Every map's values over rows [row0, row0 + rows), into each output's strip.
+  auto predict_strip = [&](int row0, int rows) {
+    read_strip(src, m, coords, row0, rows, values, strip);
     pixel_units.clear();
     if (m.predictor->needs_pixel_units())
       for (Index i : strip.valid) {
@@ -501,25 +528,50 @@ void run_predict(const PredictArgs& args) {
             static_cast<float>(map_value(o.spec, p[static_cast<size_t>(o.spec.task)], static_cast<Index>(j),
                                          strip.population.empty() ? NAN : strip.population[i], o.spec.rate_per));
       }
-      o.writer->write_rows(row0, strip.rows, o.strip);
     }
-    fault_point("strip");
     predicted += static_cast<long long>(strip.valid.size());
-    progress.update(row0 + strip.rows);
+  };
+  const int count = process_count(), rank = process_rank();
+  std::vector<float> message;
+  for (int k = 0, row0 = 0; row0 < grid.height; ++k, row0 += strip_rows) {
+    const int rows = std::min(strip_rows, grid.height - row0), owner = k % count;
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
+    if (owner == rank) predict_strip(row0, rows);
+    if (!leader) {
+      // A strip of this process goes to the leading process, every map's values in one message.
+      if (owner != rank) continue;
+      message.clear();
+      for (const auto& o : outs) message.insert(message.end(), o.strip.begin(), o.strip.end());
+      send_floats(message.data(), message.size(), 0);
+      continue;
+    }
+    if (owner != rank) {
+      message.resize(n * outs.size());
+      receive_floats(message.data(), message.size(), owner);
+      for (size_t j = 0; j < outs.size(); ++j)
+        outs[j].strip.assign(message.begin() + static_cast<std::ptrdiff_t>(j * n),
+                             message.begin() + static_cast<std::ptrdiff_t>((j + 1) * n));
+    }
+    for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
+    fault_point("strip");
+    progress.update(row0 + rows);
   }
-  progress.finish();
-  for (auto& o : outs) {
-    o.writer->finish();
-    fault_point("map");
+  predicted = static_cast<long long>(processes().sum(static_cast<double>(predicted)));
+  if (leader) {
+    progress.finish();
+    for (auto& o : outs) {
+      o.writer->finish();
+      fault_point("map");
+    }
+    if (styles) write_map_styles(outs, args.out);
+    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps{} to {}", predicted, grid.width, grid.height,
+                 outs.size(), styles ? " with their QGIS styles" : "", args.out);
   }
-  if (styles) write_map_styles(outs, args.out);
-  spdlog::info("predicted {} pixels of {} x {}; wrote {} maps{} to {}", predicted, grid.width, grid.height, outs.size(),
-               styles ? " with their QGIS styles" : "", args.out);
   if (!data.units.path.empty()) {
     if (!m.predictor->needs_pixel_units()) units = model_dataset(m, args.out);
     write_unit_outputs(m, units, args.out, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
                        settings.predict.samples, threads, styles);
-    spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
+    if (leader) spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
   }
 }
 

@@ -66,6 +66,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.predict.quantiles = r.reals("predict.quantiles");
   s.predict.exceedance = r.reals("predict.exceedance");
   s.predict.samples = static_cast<int>(r.integer("predict.samples"));
+  s.predict.strip_rows = static_cast<int>(r.integer("predict.strip_rows"));
   s.predict.rate_per = r.real("predict.rate_per");
   s.predict.qgis_style = r.text("predict.style") == "qgis";
   s.output_dir = r.path("output.dir");

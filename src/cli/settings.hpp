@@ -39,6 +39,7 @@ struct Settings {
   struct Predict {
     std::vector<double> quantiles, exceedance;
     int samples = 0;
+    int strip_rows = 0;  // 0: automatic
     double rate_per = 1;
     bool qgis_style = true;
   } predict;

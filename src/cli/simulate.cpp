@@ -13,6 +13,7 @@
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
 #include "io/raster_writer.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -284,6 +285,7 @@ int simulate_main(int argc, char** argv) {
   add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-simulate", quiet, verbose);
+    require_one_process("vbagg-simulate");
     if (kind == "country") {
       CountryOptions o;
       const auto x = size.find('x');

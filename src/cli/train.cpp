@@ -12,6 +12,7 @@
 #include "io/atomic_file.hpp"
 #include "model_data.hpp"
 #include "params.hpp"
+#include "processes.hpp"
 #include "training.hpp"
 
 namespace vbagg::cli {
@@ -35,7 +36,7 @@ std::string run_train(const TrainArgs& args) {
   io::BuiltData built = build_data(config, out_dir);
   for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
   for (const auto& line : built.warnings) spdlog::warn("{}", line);
-  if (!built.dropped.empty()) {
+  if (!built.dropped.empty() && leading_process()) {
     io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
     spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);
   }
@@ -44,6 +45,8 @@ std::string run_train(const TrainArgs& args) {
   // Data paths relative to the run folder where they share its tree: the folder moves with them.
   run.file.config = config.resolved_node(out_dir);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Every process of an MPI job holds the same model; the leading one writes it.
+  if (!leading_process()) return out_dir;
   io::write_model_file(out_dir + "/model.yaml", run.file);
   fault_point("output");
   io::write_text_atomic(out_dir + "/run.resolved.yaml", config.resolved_yaml(out_dir));

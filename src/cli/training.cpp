@@ -8,9 +8,11 @@
 
 #include "app.hpp"
 #include "core/baselines.hpp"
+#include "core/fit.hpp"
 #include "core/likelihood.hpp"
 #include "core/predict.hpp"
 #include "core/standardize.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -77,6 +79,37 @@ void log_source_parameters(const Model& model) {
   }
 }
 
+// This process's share of the units in an MPI job: its bags of the whole data and of the training
+// units, and the shards that describe both wholes. `shared` is false in a run of one process.
+struct ProcessShare {
+  bool shared = false;
+  Dataset local, local_train;
+  Shard all, train;
+};
+
+ProcessShare share_units(const Dataset& d, const std::vector<Index>& train) {
+  ProcessShare s;
+  const Collective& world = processes();
+  if (world.size() == 1) return s;
+  s.shared = true;
+  std::vector<Index> pixels;
+  std::vector<std::string> ids;
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    pixels.push_back(d.bag_size(a));
+    ids.push_back(d.bag_id(a));
+  }
+  s.local = local_part(d, assign_bags(pixels, world.size()), world.rank());
+  s.all = make_shard(s.local, ids, world);
+  s.train = subset_shard(s.all, s.local, train, s.local_train);
+  // The spread of the work: every process's pixels, summed into the leading process's log.
+  Vector load = Vector::Zero(world.size());
+  load[world.rank()] = static_cast<double>(s.local.num_pixels());
+  world.sum(load);
+  spdlog::info("{} processes share {} units: {:.0f} to {:.0f} pixels each", world.size(), d.num_bags(), load.minCoeff(),
+               load.maxCoeff());
+  return s;
+}
+
 // The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
 // pseudo-pixel).
 void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,
@@ -92,15 +125,25 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   init.inducing = inducing_count(settings, static_cast<Index>(split.train.size()));
   init.jitter = settings.model.jitter;
   init.seed = settings.train.seed;
-  const Dataset train_data = subset_bags(d, split.train);
+  // In an MPI job each process keeps its share of the units; the model, the steps and the result
+  // are those of one process holding them all (to rounding).
+  const ProcessShare share = share_units(d, split.train);
+  const Dataset& here = share.shared ? share.local : d;
+  const Dataset train_data = share.shared ? Dataset() : subset_bags(d, split.train);
+  const Dataset& train_here = share.shared ? share.local_train : train_data;
   // Inducing points over every unit's pixels: held-out units and units without counts are
   // predicted too, and their totals need the correlated part of q.
-  init.placement = &d.inputs;
-  Model model = init_model(spec, kernel, train_data, init);
+  const PixelColumns placement = share.shared ? PixelColumns(share.local, share.all) : PixelColumns(d.inputs);
+  init.placement = &placement;
+  if (share.shared) init.shard = &share.train;
+  Model model = init_model(spec, kernel, train_here, init);
   if (model.num_inducing() < init.inducing)
     spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
                  model.num_inducing(), init.inducing);
-  FitOptions fo = fit_options(settings, threads, train_data.num_pixels());
+  Index training_pixels = 0;
+  for (Index a : split.train) training_pixels += d.bag_size(a);
+  FitOptions fo = fit_options(settings, threads, training_pixels);
+  if (share.shared) fo.shard = &share.all;
   spdlog::info("optimizer: {}", to_string(fo.optimizer));
   const int first = fits_in_stages(spec, fo) ? std::min(fo.epochs, fo.first_stage_epochs) : 0;
   // Without a progress bar (batch runs, logs to files) epochs are logged at info level instead.
@@ -131,12 +174,12 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
                  src.unit_effect ? ", unit effect" : "",
                  spec.tasks.empty() ? "" : ", task '" + spec.task_name(src.task) + "'");
   }
-  result = fit(model, d, split.train, split.holdout, fo);
+  result = fit(model, here, split.train, split.holdout, fo);
   progress.finish();
   spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
                split.holdout.empty()
                    ? std::string()
-                   : fmt::format(", holdout NLL {:.6g}", bag_predictive_nll(model, d, split.holdout, threads)));
+                   : fmt::format(", holdout NLL {:.6g}", held_out_nll(model, here, split.holdout, fo)));
   if (result.recovered_steps)
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);

@@ -21,6 +21,9 @@ struct Dataset {
   std::vector<int> source;               // n, the data source of each bag in a joint fit (empty: all source 0)
   std::vector<std::string> input_names;  // D (optional; empty means unnamed)
   std::vector<std::string> bag_ids;      // n (optional)
+  // n: in a data-parallel run, where each process holds some bags, each bag's index in the whole
+  // data (empty: its own index). Keys the bag's draws, so they do not depend on the split.
+  std::vector<Index> global_bag;
 
   Index num_pixels() const { return inputs.cols(); }
   Index num_inputs() const { return inputs.rows(); }
@@ -40,6 +43,7 @@ struct Dataset {
   // The bag's observation for the likelihood: y_a, and n_a when the data have trials.
   double trials_of(Index a) const { return trials.size() ? trials[a] : 0.0; }
   int source_of(Index a) const { return source.empty() ? 0 : source[static_cast<size_t>(a)]; }
+  Index global_bag_of(Index a) const { return global_bag.empty() ? a : global_bag[static_cast<size_t>(a)]; }
   // The bags of source s, in order (every bag for source 0 of a dataset without sources).
   std::vector<Index> bags_of_source(int s) const;
 

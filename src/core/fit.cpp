@@ -39,17 +39,26 @@ namespace {
 // Latents 1.. of a model with shared latent fields: latent 0's kernel with lengthscales doubled
 // for each further latent (so the latents start on distinct spatial scales), and their own
 // inducing inputs, placed like latent 0's with their own seed.
-void init_latents(Model& m, const Matrix& place, const Vector& scale, const InitOptions& o) {
+// Inducing inputs by k-means on the initial lengthscales' scale, so covariates (standardised) and
+// coordinates (km) weigh alike in their placement.
+Matrix place_inducing(const PixelColumns& place, const Vector& scale, Index count, unsigned long long seed) {
+  KMeansOptions km;
+  km.seed = seed;
+  const Matrix sample = place.gather(kmeans_sample(place.count(), km));
+  return scale.asDiagonal() * kmeans_on_sample(scale.cwiseInverse().asDiagonal() * sample, count, km);
+}
+
+// Latents 1.. of a model with shared latent fields: latent 0's kernel with lengthscales doubled
+// for each further latent (so the latents start on distinct spatial scales), and their own
+// inducing inputs, placed like latent 0's with their own seed.
+void init_latents(Model& m, const PixelColumns& place, const Vector& scale, const InitOptions& o) {
   std::vector<Matrix> inducing{m.inducing};
   m.inducing_sizes = {m.inducing.cols()};
   for (Index q = 1; q < m.spec.latents; ++q) {
     Kernel k = m.kernel;
     for (auto& p : k.parts()) p.log_lengthscale.array() += static_cast<double>(q) * std::log(2.0);
     m.more_kernels.push_back(std::move(k));
-    KMeansOptions km;
-    km.seed = o.seed + static_cast<unsigned long long>(q);
-    inducing.push_back(scale.asDiagonal() *
-                       kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km));
+    inducing.push_back(place_inducing(place, scale, o.inducing, o.seed + static_cast<unsigned long long>(q)));
     m.inducing_sizes.push_back(inducing.back().cols());
   }
   Index M = 0;
@@ -67,24 +76,24 @@ void init_latents(Model& m, const Matrix& place, const Vector& scale, const Init
 
 Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& train, const InitOptions& o) {
   spec.validate();
-  train.validate();
+  // A process of a data-parallel run may hold no training bag; the summary has them all.
+  const Dataset& meta = o.shard ? o.shard->summary : train;
+  if (train.num_bags() > 0 || !o.shard) train.validate();
+  meta.validate();
   if (o.inducing < 1) throw ConfigError("the number of inducing points must be at least 1");
   Model m;
   m.spec = spec;
   m.kernel = kernel;
   m.jitter = o.jitter;
-  init_kernel_median_heuristic(m.kernel, train.inputs, o.seed);
-  // k-means runs on inputs divided by the initial lengthscales, so covariates (standardised) and
-  // coordinates (km) weigh alike in the placement of the inducing points.
+  const PixelColumns train_pixels = o.shard ? PixelColumns(train, *o.shard) : PixelColumns(train.inputs);
+  init_kernel_median_heuristic(m.kernel, train_pixels.gather(median_heuristic_sample(train_pixels.count(), o.seed)));
   Vector scale = Vector::Ones(train.num_inputs());
   for (const auto& p : m.kernel.parts()) scale.segment(p.begin, p.dim).setConstant(std::exp(p.log_lengthscale[0]));
-  KMeansOptions km;
-  km.seed = o.seed;
-  const Matrix& place = o.placement ? *o.placement : train.inputs;
+  const PixelColumns& place = o.placement ? *o.placement : train_pixels;
   if (place.rows() != train.num_inputs())
     throw DataError("the inducing points' placement inputs have " + std::to_string(place.rows()) +
                     " rows but the data " + std::to_string(train.num_inputs()));
-  m.inducing = scale.asDiagonal() * kmeans_plus_plus(scale.cwiseInverse().asDiagonal() * place, o.inducing, km);
+  m.inducing = place_inducing(place, scale, o.inducing, o.seed);
   if (spec.latents > 1) init_latents(m, place, scale, o);
   const Index M = m.num_q();
   m.q_mean = Vector::Zero(M);
@@ -104,22 +113,39 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
   // The first source sets the mean; every source its own parameters from its own bags.
   m.more_sources.resize(static_cast<size_t>(spec.num_sources() - 1));
   for (Index s = spec.num_sources() - 1; s >= 0; --s) {
-    const std::vector<Index> own = train.bags_of_source(static_cast<int>(s));
+    // Bag totals are all the likelihoods start from: the summary of a data-parallel run has them.
+    const std::vector<Index> own = meta.bags_of_source(static_cast<int>(s));
     if (own.empty()) throw DataError("source '" + spec.source(s).name + "' has no training bags");
     Model view = m.for_source(s);
-    likelihood_of(view.spec.likelihood).initialise(spec.num_sources() == 1 ? train : subset_bags(train, own), view);
+    likelihood_of(view.spec.likelihood).initialise(spec.num_sources() == 1 ? meta : subset_bags(meta, own), view);
     m.likelihood_params_of(s) = view.likelihood_params;
     m.mean_of(view.spec.task) = view.mean;  // sources run backwards: a task's first source sets its mean
   }
-  std::vector<Index> all(static_cast<size_t>(train.num_bags()));
-  for (Index a = 0; a < train.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  attach_unit_effects(m, train, all);
+  std::vector<Index> all(static_cast<size_t>(meta.num_bags()));
+  for (Index a = 0; a < meta.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+  attach_unit_effects(m, meta, all);
   return m;
 }
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The bags of a list over the whole data that this process evaluates.
+std::vector<Index> held_here(const std::vector<Index>& bags, const FitOptions& o) {
+  return o.shard ? o.shard->local_bags(bags) : bags;
+}
+
+// What the bag lists' sources and ids are read from: the whole data's summary in a data-parallel
+// run, else the data.
+const Dataset& bag_table(const Dataset& data, const FitOptions& o) { return o.shard ? o.shard->summary : data; }
+
+ObjectiveOptions objective_options(const FitOptions& o) {
+  ObjectiveOptions obj;
+  obj.threads = o.threads;
+  obj.processes = o.shard ? o.shard->processes : nullptr;
+  return obj;
+}
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -139,7 +165,7 @@ struct HoldoutTracker {
   double update(const Model& model, int stage_epoch) {
     if (bags.empty()) return NAN;
     const int epoch = stage_epoch + epoch_offset;
-    const double nll = bag_predictive_nll(model, data, bags, options.threads);
+    const double nll = held_out_nll(model, data, bags, options);
     if (nll < best) {
       best = nll;
       best_epoch = epoch;
@@ -210,8 +236,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   std::mt19937_64 rng(o.seed);
   const Index n = static_cast<Index>(train.size());
   const Index batch = std::max<Index>(1, std::min(o.batch_bags, n));
-  ObjectiveOptions obj;
-  obj.threads = o.threads;
+  ObjectiveOptions obj = objective_options(o);
   // natgrad: q(v) moves by natural-gradient steps and Adam only moves the parameters after q's,
   // which come first in Model::pack.
   const bool natural = o.optimizer == Optimizer::natgrad;
@@ -233,11 +258,12 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
     // Fisher-Yates with the project's own RNG draws, identical on every standard library.
     for (Index i = n - 1; i > 0; --i)
       std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
-    interleave_sources(order, data);
+    interleave_sources(order, bag_table(data, o));
     double sum = 0;
     int batches = 0;
     for (Index start = 0; start < n; start += batch) {
       const std::vector<Index> bags(order.begin() + start, order.begin() + std::min(n, start + batch));
+      const std::vector<Index> mine = held_here(bags, o);
       Vector g;
       ObjectiveValue v;
       // A non-finite objective rolls back the step that led here and retries this batch with a
@@ -246,7 +272,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         bool ok = true;
         try {
           obj.draw_step = static_cast<unsigned long long>(step);  // fresh draws every step (and retry)
-          v = elbo(model, data, bags, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
+          v = elbo(model, data, mine, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
           ok = finite(v, g);
         } catch (const NumericalError&) {
           ok = false;
@@ -319,8 +345,8 @@ constexpr double kFirstStageTolerance = 1e-3;
 FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
                     const FitOptions& o, const ParamSlice& frozen) {
   const auto t0 = Clock::now();
-  ObjectiveOptions obj;
-  obj.threads = o.threads;
+  const ObjectiveOptions obj = objective_options(o);
+  const std::vector<Index> mine = held_here(train, o);
   FitResult res;
   ConvergenceTest convergence(o.tolerance);
   int evals = 0;
@@ -331,7 +357,7 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
     model.unpack(x);
     ObjectiveValue v;
     try {
-      v = elbo(model, data, train, 1.0, &grad, obj);
+      v = elbo(model, data, mine, 1.0, &grad, obj);
     } catch (const NumericalError&) {
       grad.setZero(x.size());
       return INFINITY;  // the line search backs off
@@ -394,6 +420,14 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
 
 }  // namespace
 
+double held_out_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, const FitOptions& o) {
+  if (!o.shard) return bag_predictive_nll(model, data, bags, o.threads);
+  const std::vector<Index> mine = held_here(bags, o);
+  const double sum =
+      mine.empty() ? 0.0 : bag_predictive_nll(model, data, mine, o.threads) * static_cast<double>(mine.size());
+  return o.shard->processes->sum(sum) / static_cast<double>(bags.size());
+}
+
 bool fits_in_stages(const ModelSpec& spec, const FitOptions& options) {
   bool later = spec.any_unit_effect();
   for (Index s = 0; s < spec.num_sources(); ++s)
@@ -431,7 +465,9 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     if (!(options.natgrad_step > 0 && options.natgrad_step <= 1))
       throw ConfigError("train.natgrad_step must be in (0, 1]");
   }
-  attach_unit_effects(model, data, train);
+  if (options.shard && options.shard->summary.num_bags() != options.shard->num_bags())
+    throw DataError("the shard's summary does not list every bag");
+  attach_unit_effects(model, bag_table(data, options), train);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
     return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
                                            : fit_adam(model, data, train, tracker, o, frozen);

@@ -7,6 +7,8 @@
 
 #include "dataset.hpp"
 #include "model.hpp"
+#include "pixel_columns.hpp"
+#include "shard.hpp"
 
 namespace vbagg {
 
@@ -18,7 +20,10 @@ struct InitOptions {
   // every pixel the model will predict (all units, with or without counts): the low-rank part
   // of q is what carries correlated uncertainty into a unit's total, and a region without
   // inducing points would keep only independent per-pixel residuals, which cancel in the sum.
-  const Matrix* placement = nullptr;
+  const PixelColumns* placement = nullptr;
+  // A data-parallel run: `train` is this process's share of the training bags, whose whole the
+  // shard describes; every process gets the same model (null: one process holds them all).
+  const Shard* shard = nullptr;
 };
 
 // q equal to the prior (m_v = 0, L_v = I), inducing inputs by k-means++ on the training pixels
@@ -58,6 +63,11 @@ struct FitOptions {
   int first_stage_epochs = 50;
   unsigned long long seed = 1;
   int threads = 1;
+  // A data-parallel run: `data` is this process's share of the bags, the bag lists given to fit()
+  // index the whole data that the shard describes, and every process must call fit() alike. Each
+  // evaluates its bags of a step, the gradients are summed over the processes, and all take the
+  // same step (null: one process holds every bag).
+  const Shard* shard = nullptr;
   // Called after every epoch; returning false stops the fit.
   std::function<bool(const EpochInfo&)> on_epoch;
 };
@@ -79,6 +89,10 @@ bool fits_in_stages(const ModelSpec& spec, const FitOptions& options);
 // effect, whose own effects predictions then condition on their counts. No-op without a unit
 // effect. init_model records every bag of its data; fit() the bags it trains on.
 void attach_unit_effects(Model& model, const Dataset& data, const std::vector<Index>& bags);
+
+// Mean predictive NLL of the listed bags (bag_predictive_nll); with options.shard, each process
+// scores the bags it holds and all receive the mean.
+double held_out_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, const FitOptions& options);
 
 // Fits model to the bags `train` of data; `holdout` bags (may be empty) drive early stopping,
 // after which the parameters of the best holdout epoch are restored.

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "pixel_columns.hpp"
+
 namespace vbagg {
 
 namespace {
@@ -19,18 +21,21 @@ void nearest(const Matrix& X, const Matrix& C, Vector& d2, std::vector<Index>& w
 
 }  // namespace
 
-Matrix kmeans_plus_plus(const Matrix& X_all, Index count, const KMeansOptions& options) {
+std::vector<Index> kmeans_sample(Index N, const KMeansOptions& options) {
   std::mt19937_64 rng(options.seed);
-  auto uniform = [&](double hi) { return std::uniform_real_distribution<double>(0.0, hi)(rng); };
-  const Index N = X_all.cols();
-  // Seeded subsample (partial Fisher-Yates) keeps the cost bounded on national rasters.
-  std::vector<Index> idx(N);
-  for (Index i = 0; i < N; ++i) idx[i] = i;
-  const Index n = std::min(N, options.max_points);
-  for (Index i = 0; i < n; ++i) std::swap(idx[i], idx[i + static_cast<Index>(rng() % (N - i))]);
-  Matrix X(X_all.rows(), n);
-  for (Index i = 0; i < n; ++i) X.col(i) = X_all.col(idx[i]);
+  return sample_columns(N, options.max_points, rng);
+}
 
+Matrix kmeans_plus_plus(const Matrix& X_all, Index count, const KMeansOptions& options) {
+  return kmeans_on_sample(PixelColumns(X_all).gather(kmeans_sample(X_all.cols(), options)), count, options);
+}
+
+Matrix kmeans_on_sample(const Matrix& X, Index count, const KMeansOptions& options) {
+  // The generator goes on from where kmeans_sample left it: one draw per sampled column.
+  std::mt19937_64 rng(options.seed);
+  rng.discard(static_cast<unsigned long long>(X.cols()));
+  auto uniform = [&](double hi) { return std::uniform_real_distribution<double>(0.0, hi)(rng); };
+  const Index n = X.cols();
   std::vector<Index> chosen{static_cast<Index>(rng() % n)};
   Vector d2 = (X.colwise() - X.col(chosen[0])).colwise().squaredNorm().transpose();
   while (static_cast<Index>(chosen.size()) < count) {

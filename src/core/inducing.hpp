@@ -1,6 +1,8 @@
 // Inducing-input initialisation.
 #pragma once
 
+#include <vector>
+
 #include "types.hpp"
 
 namespace vbagg {
@@ -14,5 +16,10 @@ struct KMeansOptions {
 // k-means++ seeding followed by Lloyd iterations on the columns of X (D x N). Returns D x k
 // centres, k = min(count, number of distinct columns), so no two inducing inputs coincide.
 Matrix kmeans_plus_plus(const Matrix& X, Index count, const KMeansOptions& options = {});
+
+// The same in two steps, for inputs spread over processes (PixelColumns::gather in between): the
+// column indices of the subsample of N columns, then k-means++ and Lloyd on those columns.
+std::vector<Index> kmeans_sample(Index N, const KMeansOptions& options);
+Matrix kmeans_on_sample(const Matrix& sample, Index count, const KMeansOptions& options);
 
 }  // namespace vbagg

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "pixel_columns.hpp"
+
 namespace vbagg {
 
 namespace {
@@ -259,20 +261,23 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
   return Kernel(parts);
 }
 
-void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed) {
-  const Index n = inputs.cols();
-  const Index sample = std::min<Index>(n, 1000);
+std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed) {
   std::mt19937_64 rng(seed);
-  std::vector<Index> idx(n);
-  for (Index i = 0; i < n; ++i) idx[i] = i;
-  for (Index i = 0; i < sample; ++i) std::swap(idx[i], idx[i + static_cast<Index>(rng() % (n - i))]);
+  return sample_columns(n, 1000, rng);
+}
+
+void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed) {
+  init_kernel_median_heuristic(kernel, PixelColumns(inputs).gather(median_heuristic_sample(inputs.cols(), seed)));
+}
+
+void init_kernel_median_heuristic(Kernel& kernel, const Matrix& sample) {
+  const Index sample_size = sample.cols();
   for (auto& p : kernel.parts()) {
     std::vector<double> dist;
-    dist.reserve(sample * (sample - 1) / 2);
-    for (Index a = 0; a < sample; ++a)
-      for (Index b = a + 1; b < sample; ++b)
-        dist.push_back(
-            (inputs.col(idx[a]).segment(p.begin, p.dim) - inputs.col(idx[b]).segment(p.begin, p.dim)).norm());
+    dist.reserve(sample_size * (sample_size - 1) / 2);
+    for (Index a = 0; a < sample_size; ++a)
+      for (Index b = a + 1; b < sample_size; ++b)
+        dist.push_back((sample.col(a).segment(p.begin, p.dim) - sample.col(b).segment(p.begin, p.dim)).norm());
     double median = 1.0;
     if (!dist.empty()) {
       std::nth_element(dist.begin(), dist.begin() + dist.size() / 2, dist.end());

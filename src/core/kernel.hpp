@@ -76,5 +76,9 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
 // Sets every variance to 1 and every lengthscale to the median pairwise distance of a seeded
 // subsample of the part's inputs (the median heuristic).
 void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed);
+// The same in two steps, for inputs spread over processes: the columns of n to sample, then the
+// heuristic on those columns.
+std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed);
+void init_kernel_median_heuristic(Kernel& kernel, const Matrix& sample);
 
 }  // namespace vbagg

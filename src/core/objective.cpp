@@ -224,7 +224,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   }
   bag.has_unit_effect = src.spec.unit_effect;
   bag.unit_log_sd = src.unit_log_sd;
-  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(a), model.spec.samples};
+  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(data.global_bag_of(a)),
+               model.spec.samples};
   BagGradient g;
   acc.value += bag_term(src.spec, *src.params, bag, with_grad ? &g : nullptr);
   if (with_grad && src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
@@ -377,6 +378,43 @@ void finish_gradient(const Model& model, const Posterior& post, const Matrix& gL
   }
 }
 
+// The data term and its gradients are linear in the bags: a data-parallel run sums each process's
+// share, with a flag that says whether any process failed, in one reduction. The gradient is
+// reduced rather than the bag accumulators: it is what the optimiser needs, and every process
+// already holds the posterior to map its accumulators back.
+void sum_over_processes(const Collective& processes, const std::exception_ptr& failure, ObjectiveValue& out,
+                        Vector& g_data) {
+  const Index Mq = out.grad_q_mean.size();
+  Vector part(2 + g_data.size() + Mq + Mq * Mq);
+  part[0] = failure ? 1.0 : 0.0;
+  part[1] = failure ? 0.0 : out.data_term;
+  Index k = 2;
+  auto take = [&](double* x, Index n) {
+    if (!failure)
+      part.segment(k, n) = Eigen::Map<const Vector>(x, n);
+    else
+      part.segment(k, n).setZero();
+    k += n;
+  };
+  take(g_data.data(), g_data.size());
+  take(out.grad_q_mean.data(), Mq);
+  take(out.grad_q_cov.data(), Mq * Mq);
+  processes.sum(part);
+  if (part[0] > 0) {
+    if (failure) std::rethrow_exception(failure);
+    throw NumericalError("another process could not evaluate the objective on its bags");
+  }
+  out.data_term = part[1];
+  k = 2;
+  auto give = [&](double* x, Index n) {
+    Eigen::Map<Vector>(x, n) = part.segment(k, n);
+    k += n;
+  };
+  give(g_data.data(), g_data.size());
+  give(out.grad_q_mean.data(), Mq);
+  give(out.grad_q_cov.data(), Mq * Mq);
+}
+
 }  // namespace
 
 ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
@@ -411,10 +449,16 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // A one-source model (also a source's view of a joint one) reads every bag with its one
   // observation model, whatever source the bag came from.
   const bool joint = model.spec.num_sources() > 1;
+  const Collective& processes = options.processes ? *options.processes : one_process();
+  // A bag of a source the model lacks is a failure of this process's share: in a data-parallel
+  // run the others learn of it in the reduction.
+  std::exception_ptr failure;
   for (Index a : bags)
-    if (joint && data.source_of(a) >= model.spec.num_sources())
-      throw DataError("bag " + data.bag_name(a) + " is of source " + std::to_string(data.source_of(a)) +
-                      " but the model has " + std::to_string(model.spec.num_sources()) + " sources");
+    if (joint && data.source_of(a) >= model.spec.num_sources() && !failure)
+      failure = std::make_exception_ptr(DataError("bag " + data.bag_name(a) + " is of source " +
+                                                  std::to_string(data.source_of(a)) + " but the model has " +
+                                                  std::to_string(model.spec.num_sources()) + " sources"));
+  if (failure && processes.size() == 1) std::rethrow_exception(failure);
   const bool with_grad = grad != nullptr;
   const Index Mq = model.num_q(), D = model.num_inputs(), P = model.num_kernel_params();
   const Index M = model.num_inducing();
@@ -438,6 +482,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // runs it, and minibatches of a few bags of very different sizes stay balanced.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int s = 0; s < slots; ++s) {
+    if (failure) continue;  // the bags cannot be evaluated: only the reduction is left
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];
       for (size_t k = s; k < bags.size(); k += slots) {
@@ -450,20 +495,23 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     }
   }
   for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+    if (e && !failure) failure = e;
+  // One process raises its error at once; in a data-parallel run every process first learns
+  // whether any failed, in the reduction below, so that all of them leave the step together.
+  if (failure && processes.size() == 1) std::rethrow_exception(failure);
   for (Index d = 0; d < tasks; ++d)
     for (int s = 1; s < slots; ++s) acc[static_cast<size_t>(d)].add(acc[static_cast<size_t>(s * tasks + d)]);
 
   ObjectiveValue out;
   for (Index d = 0; d < tasks; ++d) out.data_term += acc[static_cast<size_t>(d)].value;
   out.jitter_used = posts[0].jitter_used;
+  const bool moments = with_grad && options.q_moments_gradient && !model.spec.map_estimate;
+  if (moments) {
+    out.grad_q_mean = Vector::Zero(Mq);
+    out.grad_q_cov = Matrix::Zero(Mq, Mq);
+  }
   ModelGradient g(model);
-  if (with_grad) {
-    const bool moments = options.q_moments_gradient && !model.spec.map_estimate;
-    if (moments) {
-      out.grad_q_mean = Vector::Zero(Mq);
-      out.grad_q_cov = Matrix::Zero(Mq, Mq);
-    }
+  if (with_grad && !failure) {
     Matrix gLinv = Matrix::Zero(M, M);
     Vector g_latent_kdiag = Vector::Zero(model.num_latents());
     for (Index d = 0; d < tasks; ++d)
@@ -471,14 +519,12 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
                     gLinv, g_latent_kdiag);
     finish_gradient(model, posts[0], gLinv, g_latent_kdiag, g);
   }
+  Vector g_data = with_grad ? g.pack(model) : Vector();
+  if (processes.size() > 1) sum_over_processes(processes, failure, out, g_data);
   ModelGradient gkl(model);
   out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;
-  if (with_grad) {
-    Vector gv = g.pack(model);
-    gv -= gkl.pack(model);
-    *grad = std::move(gv);
-  }
+  if (with_grad) *grad = g_data - gkl.pack(model);
   return out;
 }
 

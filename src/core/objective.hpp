@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "collective.hpp"
 #include "dataset.hpp"
 #include "model.hpp"
 
@@ -23,8 +24,11 @@ struct ObjectiveOptions {
   // natural-gradient steps). Ignored for a MAP estimate, which has no covariance.
   bool q_moments_gradient = false;
   // The sampled expectation's draws: bag a of this evaluation uses the stream (draw_seed,
-  // draw_step, a). An optimiser advances draw_step every step.
+  // draw_step, Dataset::global_bag_of(a)). An optimiser advances draw_step every step.
   unsigned long long draw_seed = 0, draw_step = 0;
+  // A data-parallel run: the given bags are this process's share of the step's bags, and the
+  // returned value and gradients are sums over every process's share (null: one process).
+  const Collective* processes = nullptr;
 };
 
 struct ObjectiveValue {
@@ -40,6 +44,8 @@ struct ObjectiveValue {
 
 // ELBO estimate from the given bags: (scale) * sum_{a in bags} l_a - KL, where scale is
 // n / |bags| for a minibatch and 1 for the full data. Gradient w.r.t. Model::pack() into *grad.
+// With ObjectiveOptions::processes, every process must call it (with its own bags, possibly none)
+// and all receive the same result; a bag that fails on one process throws on every process.
 ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
                     const ObjectiveOptions& options = {});
 

@@ -1,0 +1,130 @@
+// vbagg-train under mpirun, started as a user would: the model of K processes against one
+// process's, a process that dies or fails alone, and the apps that run in one process only.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "../cli/run.hpp"
+#include "io/model_file.hpp"
+
+namespace vbagg {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Open MPI's launcher, oversubscribed (3 processes on any machine) and allowed as root (CI
+// containers).
+std::string launcher() {
+  return std::string("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + VBAGG_MPIRUN +
+         " --oversubscribe ";
+}
+
+std::string mpirun(int processes) { return launcher() + "-np " + std::to_string(processes) + " "; }
+
+std::string train_command(const std::string& out, const std::string& extra = "") {
+  return test::bin("vbagg-train") + " --config " + VBAGG_SOURCE_DIR + "/config/example.yaml --out " + out +
+         " -q --threads 1 --set train.epochs=4 " + extra;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("vbagg_mpirun_" + name);
+  fs::remove_all(dir);
+  return dir;
+}
+
+// L-BFGS (the optimizer `auto` picks for the example) and Adam with held-out early stopping.
+TEST(Mpirun, TrainMatchesOneProcess) {
+  const fs::path dir = scratch("train");
+  for (const std::string optimizer : {"lbfgs", "adam"}) {
+    const std::string settings = "--set train.optimizer=" + optimizer + " --set train.patience=20";
+    const fs::path one_dir = dir / (optimizer + "_one");
+    const test::RunResult one = test::run(train_command(one_dir.string(), settings));
+    ASSERT_EQ(0, one.code) << one.output;
+    const io::ModelFile reference = io::read_model_file((one_dir / "model.yaml").string());
+    for (int k : {2, 3}) {
+      const fs::path out = dir / (optimizer + std::to_string(k));
+      const test::RunResult r = test::run(mpirun(k) + train_command(out.string(), settings));
+      ASSERT_EQ(0, r.code) << r.output;
+      const io::ModelFile f = io::read_model_file((out / "model.yaml").string());
+      const Vector a = f.model.pack(), b = reference.model.pack();
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_LT((a - b).cwiseAbs().maxCoeff() / b.cwiseAbs().maxCoeff(), 1e-10) << optimizer << ", " << k;
+      EXPECT_EQ(f.train_units, reference.train_units);
+      EXPECT_EQ(f.holdout_units, reference.holdout_units);
+      EXPECT_EQ(f.training.epochs, reference.training.epochs);
+      EXPECT_NEAR(f.training.elbo, reference.training.elbo, 1e-10 * std::abs(reference.training.elbo));
+      if (optimizer == "adam")
+        EXPECT_NEAR(f.training.best_holdout_nll, reference.training.best_holdout_nll,
+                    1e-10 * std::abs(reference.training.best_holdout_nll));
+    }
+  }
+}
+
+std::string file_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The processes take turns at the strips and the units; the leading one writes: the same files,
+// byte for byte (units.gpkg records its write time, so its rows are compared through units.csv).
+TEST(Mpirun, PredictWritesTheSameFilesAsOneProcess) {
+  const fs::path dir = scratch("predict");
+  ASSERT_EQ(0, test::run(train_command((dir / "train").string())).code);
+  const std::string model = (dir / "train/model.yaml").string();
+  // Strips of a few rows, so that every process predicts several.
+  const std::string predict =
+      test::bin("vbagg-predict") + " --model " + model + " --set predict.strip_rows=7 -q --threads 1 --out ";
+  const test::RunResult one = test::run(predict + (dir / "one").string());
+  ASSERT_EQ(0, one.code) << one.output;
+  for (int k : {2, 3}) {
+    const fs::path out = dir / ("k" + std::to_string(k));
+    const test::RunResult r = test::run(mpirun(k) + predict + out.string());
+    ASSERT_EQ(0, r.code) << r.output;
+    int compared = 0;
+    for (const auto& entry : fs::directory_iterator(dir / "one")) {
+      const fs::path name = entry.path().filename();
+      ASSERT_TRUE(fs::exists(out / name)) << name;
+      if (name.extension() == ".gpkg") continue;
+      EXPECT_EQ(file_bytes(entry.path()), file_bytes(out / name)) << name << ", " << k << " processes";
+      ++compared;
+    }
+    EXPECT_GE(compared, 10);
+  }
+}
+
+// A process killed in the middle of training (as by the kernel's OOM killer) ends the job: no
+// hang, a non-zero exit, and no model.
+TEST(Mpirun, AProcessKilledAloneEndsTheJobWithoutAModel) {
+  const fs::path out = scratch("killed");
+  const std::string cmd =
+      mpirun(1) + train_command(out.string()) + " : -np 1 env VBAGG_FAULT=epoch:2 " + train_command(out.string());
+  const test::RunResult r = test::run("timeout 120 " + cmd);
+  EXPECT_NE(0, r.code) << r.output;
+  EXPECT_NE(124, r.code) << "the job hung: " << r.output;
+  EXPECT_NE(std::string::npos, r.output.find("exited on signal 9")) << r.output;
+  EXPECT_FALSE(fs::exists(out / "model.yaml"));
+}
+
+// An error that one process raises alone ends every process, with the error named.
+TEST(Mpirun, AnErrorOnOneProcessEndsTheJob) {
+  const fs::path out = scratch("error");
+  const std::string cmd =
+      mpirun(1) + train_command(out.string()) + " : -np 1 " + train_command(out.string(), "--set train.epochs=0");
+  const test::RunResult r = test::run("timeout 120 " + cmd);
+  EXPECT_EQ(2, r.code) << r.output;
+  EXPECT_NE(std::string::npos, r.output.find("error (process 1 of 2)")) << r.output;
+  EXPECT_FALSE(fs::exists(out / "model.yaml"));
+}
+
+TEST(Mpirun, OneProcessAppsRefuseSeveral) {
+  const test::RunResult r = test::run("timeout 60 " + mpirun(2) + test::bin("vbagg-simulate") +
+                                      " --kind country --out " + scratch("sim").string());
+  EXPECT_EQ(2, r.code) << r.output;
+  EXPECT_NE(std::string::npos, r.output.find("vbagg-simulate runs in one process")) << r.output;
+}
+
+}  // namespace
+}  // namespace vbagg

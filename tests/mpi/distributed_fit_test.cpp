@@ -1,0 +1,182 @@
+// A data-parallel run against one process holding every bag: each test computes both in every
+// process of the job (mpirun -np K, K = 1, 2, 3 in CTest) and compares. The shares of the bags
+// differ with K, so agreement at K = 2 and 3 tests the reductions, not an identity.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "../core/test_util.hpp"
+#include "cli/processes.hpp"
+#include "core/fit.hpp"
+#include "core/kernel.hpp"
+#include "core/shard.hpp"
+
+namespace vbagg {
+namespace {
+
+// The share of `data` this process holds, its training bags' share, and the shards of both.
+struct Shared {
+  Dataset local, local_train;
+  Shard all, train;
+};
+
+Shared share(const Dataset& data, const std::vector<Index>& train) {
+  const Collective& world = cli::processes();
+  std::vector<Index> pixels;
+  std::vector<std::string> ids;
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    pixels.push_back(data.bag_size(a));
+    ids.push_back(data.bag_id(a));
+  }
+  Shared s;
+  s.local = local_part(data, assign_bags(pixels, world.size()), world.rank());
+  s.all = make_shard(s.local, ids, world);
+  s.train = subset_shard(s.all, s.local, train, s.local_train);
+  return s;
+}
+
+std::vector<Index> range(Index n) {
+  std::vector<Index> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), Index{0});
+  return v;
+}
+
+double relative_difference(const Vector& a, const Vector& b) {
+  return (a - b).cwiseAbs().maxCoeff() / std::max(1.0, b.cwiseAbs().maxCoeff());
+}
+
+Dataset count_data(unsigned seed) {
+  Dataset d = test::random_dataset(23, 5, 120, 3, LikelihoodKind::poisson, seed);
+  for (Index a = 0; a < d.num_bags(); ++a) d.bag_ids.push_back("u" + std::to_string(a));
+  return d;
+}
+
+TEST(Distributed, BagsAreSharedByPixels) {
+  // Largest first, each to the least loaded process: 50 | 40, 10 | 30, 30 and the 5 to the
+  // lowest of the two tied at 50.
+  EXPECT_EQ((std::vector<int>{0, 1, 1, 2, 2, 0}), assign_bags({50, 10, 40, 30, 30, 5}, 3));
+  EXPECT_EQ((std::vector<int>{0, 0}), assign_bags({3, 4}, 1));
+  EXPECT_THROW(assign_bags({1, 2}, 3), ConfigError);
+}
+
+// The minibatch objective, its gradient and q's moment gradients, for the bound, the delta method
+// and the sampled expectation (whose draws follow the bag, not the process).
+TEST(Distributed, ObjectiveMatchesOneProcess) {
+  const Dataset data = count_data(5);
+  const Shared s = share(data, range(data.num_bags()));
+  const std::vector<Index> batch{3, 17, 0, 9, 22, 11, 5};
+  for (Expectation ex : {Expectation::bound, Expectation::delta, Expectation::sample}) {
+    ModelSpec spec = test::spec_of(LikelihoodKind::negative_binomial, Link::exp, CovarianceMode::nystrom, ex);
+    spec.linear_inputs = 2;
+    const Model model = test::random_model(spec, make_kernel("ard", "none", 3, 0), 12, 3, 7);
+    ObjectiveOptions one;
+    one.q_moments_gradient = true;
+    one.draw_seed = 4;
+    one.draw_step = 2;
+    Vector g1, g;
+    const ObjectiveValue v1 = elbo(model, data, batch, 3.0, &g1, one);
+    ObjectiveOptions shared = one;
+    shared.processes = s.all.processes;
+    const ObjectiveValue v = elbo(model, s.local, s.all.local_bags(batch), 3.0, &g, shared);
+    EXPECT_NEAR(v.elbo, v1.elbo, 1e-12 * std::abs(v1.elbo)) << to_string(ex);
+    EXPECT_LT(relative_difference(g, g1), 1e-12) << to_string(ex);
+    EXPECT_LT(relative_difference(v.grad_q_mean, v1.grad_q_mean), 1e-12) << to_string(ex);
+    EXPECT_LT(relative_difference(v.grad_q_cov.reshaped(), v1.grad_q_cov.reshaped()), 1e-12) << to_string(ex);
+  }
+}
+
+// Initialisation sees the whole data through samples and bag summaries: the same model.
+TEST(Distributed, InitialModelMatchesOneProcess) {
+  const Dataset data = count_data(6);
+  const std::vector<Index> train{0, 2, 3, 5, 7, 8, 10, 11, 13, 14, 16, 18, 19, 20, 22};
+  const Shared s = share(data, train);
+  ModelSpec spec = test::spec_of(LikelihoodKind::negative_binomial, Link::exp, CovarianceMode::nystrom);
+  spec.latents = 2;
+  const Kernel kernel = make_kernel("ard", "none", 3, 0);
+  InitOptions o;
+  o.inducing = 9;
+  o.seed = 3;
+  const PixelColumns all_pixels(data.inputs);
+  o.placement = &all_pixels;
+  const Model m1 = init_model(spec, kernel, subset_bags(data, train), o);
+  const PixelColumns shared_pixels(s.local, s.all);
+  o.placement = &shared_pixels;
+  o.shard = &s.train;
+  const Model m = init_model(spec, kernel, s.local_train, o);
+  EXPECT_EQ(0.0, relative_difference(m.pack(), m1.pack()));
+  EXPECT_EQ(0.0, relative_difference(m.inducing.reshaped(), m1.inducing.reshaped()));
+}
+
+struct FitCase {
+  const char* name;
+  Optimizer optimizer;
+  LikelihoodKind likelihood;
+  Expectation expectation;
+};
+
+// A fixed number of steps of every optimiser, with held-out bags and early-stopping bookkeeping,
+// and the staged negative binomial fit: parameters and objective to 1e-10.
+TEST(Distributed, FitMatchesOneProcess) {
+  const Dataset data = count_data(8);
+  const std::vector<Index> train{0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 19, 20, 21, 22};
+  const std::vector<Index> holdout{3, 7, 11, 15, 18};
+  const Shared s = share(data, train);
+  for (const FitCase& c :
+       {FitCase{"adam", Optimizer::adam, LikelihoodKind::poisson, Expectation::bound},
+        FitCase{"adam_sampled", Optimizer::adam, LikelihoodKind::poisson, Expectation::sample},
+        FitCase{"lbfgs", Optimizer::lbfgs, LikelihoodKind::poisson, Expectation::bound},
+        FitCase{"natgrad", Optimizer::natgrad, LikelihoodKind::poisson, Expectation::bound},
+        FitCase{"adam_staged_nb", Optimizer::adam, LikelihoodKind::negative_binomial, Expectation::delta}}) {
+    ModelSpec spec = test::spec_of(c.likelihood, Link::exp, CovarianceMode::nystrom, c.expectation);
+    spec.linear_inputs = 3;
+    const Kernel kernel = make_kernel("ard", "none", 3, 0);
+    InitOptions init;
+    init.inducing = 10;
+    FitOptions fo;
+    fo.optimizer = c.optimizer;
+    fo.epochs = c.optimizer == Optimizer::lbfgs ? 12 : 3;
+    fo.first_stage_epochs = 2;
+    fo.batch_bags = 5;
+    fo.learning_rate = 0.03;
+    fo.patience = 50;
+    Model m1 = init_model(spec, kernel, subset_bags(data, train), init);
+    const FitResult r1 = fit(m1, data, train, holdout, fo);
+    init.shard = &s.train;
+    Model m = init_model(spec, kernel, s.local_train, init);
+    fo.shard = &s.all;
+    const FitResult r = fit(m, s.local, train, holdout, fo);
+    EXPECT_EQ(r.epochs, r1.epochs) << c.name;
+    EXPECT_NEAR(r.elbo, r1.elbo, 1e-10 * std::abs(r1.elbo)) << c.name;
+    EXPECT_NEAR(r.best_holdout_nll, r1.best_holdout_nll, 1e-10 * std::abs(r1.best_holdout_nll)) << c.name;
+    EXPECT_LT(relative_difference(m.pack(), m1.pack()), 1e-10) << c.name;
+  }
+}
+
+// A bag that cannot be evaluated on one process makes every process throw, together.
+TEST(Distributed, OneProcessFailingStopsEvery) {
+  Dataset data = count_data(9);
+  data.source.assign(static_cast<size_t>(data.num_bags()), 0);
+  data.source.back() = 5;  // a source the model does not have: only its holder can tell
+  const Shared s = share(data, range(data.num_bags()));
+  ModelSpec spec;
+  spec.more_sources = {SourceSpec{"second", LikelihoodKind::poisson}};
+  Model model = test::random_model(spec, make_kernel("ard", "none", 3, 0), 8, 3, 2);
+  model.more_sources.resize(1);
+  ObjectiveOptions o;
+  o.processes = s.all.processes;
+  Vector g;
+  EXPECT_ANY_THROW(elbo(model, s.local, s.all.local_bags(range(data.num_bags())), 1.0, &g, o));
+  // Every process is still in step: a reduction after the failure sums every process's one.
+  EXPECT_EQ(static_cast<double>(cli::process_count()), cli::processes().sum(1.0));
+}
+
+}  // namespace
+}  // namespace vbagg
+
+int main(int argc, char** argv) {
+  vbagg::cli::start_processes(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const int code = RUN_ALL_TESTS();
+  vbagg::cli::stop_processes();
+  return code;
+}
