@@ -86,9 +86,9 @@ std::vector<CovariateSource> match_covariates(const std::vector<std::string>& mo
   return out;
 }
 
-io::BuiltData build_data(const Config& config, const std::string& report_dir) {
+io::BuiltData build_data(const Config& config, const std::string& report_dir, const Collective& processes) {
   try {
-    return io::build_dataset(config.data_config(), config.base_dir());
+    return io::build_dataset(config.data_config(), config.base_dir(), processes);
   } catch (const io::UnusableUnits& e) {
     const fs::path dir = report_dir.empty() ? fs::temp_directory_path() : fs::path(report_dir);
     const std::string list = (dir / "unusable_units.csv").string();
@@ -97,8 +97,8 @@ io::BuiltData build_data(const Config& config, const std::string& report_dir) {
   }
 }
 
-io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir) {
-  return model_inputs(m, build_data(m.config, report_dir));
+io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir, const Collective& processes) {
+  return model_inputs(m, build_data(m.config, report_dir, processes));
 }
 
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {

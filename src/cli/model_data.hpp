@@ -29,13 +29,16 @@ LoadedModel load_model(const std::string& model_path, const std::string& config_
 
 // io::build_dataset of the configuration's data. When units cannot be used, every one with its
 // problem is written to <report_dir>/unusable_units.csv (the system's temporary folder when
-// report_dir is empty) and the error names that file.
-io::BuiltData build_data(const Config& config, const std::string& report_dir);
+// report_dir is empty) and the error names that file. With several processes (an MPI job), each
+// builds the bags of its share of the units (io::build_dataset).
+io::BuiltData build_data(const Config& config, const std::string& report_dir,
+                         const Collective& processes = one_process());
 
 // The units' dataset with inputs in the model's order: covariates matched by name and
 // standardised with the model's means and sds, then coordinates. Throws DataError naming a
 // covariate the model needs and the configuration lacks.
-io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir);
+io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir,
+                            const Collective& processes = one_process());
 // The same from a dataset already built from m.config (raw inputs, as io::build_dataset gives them).
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built);
 

@@ -1,7 +1,5 @@
 #include "model_setup.hpp"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -9,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/likelihood.hpp"
+#include "processes.hpp"
 
 namespace vbagg::cli {
 
@@ -30,9 +29,15 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
 
 Split split_units(const Dataset& data, double fraction, unsigned long long seed) {
   if (data.source.empty()) return split_units(data.num_bags(), fraction, seed);
+  return split_units(data.source, fraction, seed);
+}
+
+Split split_units(const std::vector<int>& sources, double fraction, unsigned long long seed) {
   Split out;
   for (int s = 0;; ++s) {
-    const std::vector<Index> own = data.bags_of_source(s);
+    std::vector<Index> own;
+    for (size_t a = 0; a < sources.size(); ++a)
+      if (sources[a] == s) own.push_back(static_cast<Index>(a));
     if (own.empty()) break;
     const Split part = split_units(static_cast<Index>(own.size()), fraction, seed);
     for (Index k : part.train) out.train.push_back(own[static_cast<size_t>(k)]);
@@ -185,7 +190,7 @@ Kernel model_kernel(const Settings& settings, Index covariates, Index coordinate
 
 int thread_count(const Settings& settings, int cli_threads) {
   const int t = cli_threads > 0 ? cli_threads : settings.train.threads;
-  return t > 0 ? t : omp_get_num_procs();
+  return t > 0 ? t : default_threads();
 }
 
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {

@@ -22,6 +22,8 @@ Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
 // The same for each source of a joint dataset on its own, so every source is held out in proportion
 // and keeps training units (for one source: split_units(data.num_bags(), ...)).
 Split split_units(const Dataset& data, double holdout_fraction, unsigned long long seed);
+// The same from each unit's source (what every process of an MPI job knows of every unit).
+Split split_units(const std::vector<int>& sources, double holdout_fraction, unsigned long long seed);
 
 ModelSpec model_spec(const Settings& settings);
 Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates);

@@ -320,44 +320,38 @@ struct UnitRow {
 };
 
 // Observed count and predicted total with a central predictive interval, per unit of the data.
-// In an MPI job each process predicts the units that assign_bags gives it, and the sums share the
-// numbers out (each unit's are non-zero on one process only, so the sums are exact).
+// In an MPI job each process predicts the units it built (io::build_dataset shares them out), and
+// sums share the numbers (each unit's are non-zero on one process only, so the sums are copies).
+// `shared_over`: the processes whose shares `built` holds (one_process() for a whole build).
 std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built, double lo, double hi, int samples,
-                               int threads) {
+                               int threads, const Collective& shared_over) {
   const Dataset& d = built.dataset;
-  const Index n = d.num_bags();
-  std::vector<int> owner(static_cast<size_t>(n), 0);
-  if (process_count() > 1 && n >= process_count()) {
-    std::vector<Index> pixels;
-    for (Index a = 0; a < n; ++a) pixels.push_back(d.bag_size(a));
-    owner = assign_bags(pixels, process_count());
-  }
-  std::vector<Index> mine;
-  for (Index a = 0; a < n; ++a)
-    if (owner[static_cast<size_t>(a)] == process_rank()) mine.push_back(a);
-  Matrix predicted = Matrix::Zero(3, n);  // total, lower, upper
-  const Vector totals = mine.empty() ? Vector() : m.predictor->unit_totals(d, mine, threads);
-  for (size_t k = 0; k < mine.size(); ++k) {
-    const Vector draws = m.predictor->unit_draws(d, mine[k], samples);
-    predicted.col(mine[k]) << totals[static_cast<Index>(k)], empirical_quantile(draws, lo),
-        empirical_quantile(draws, hi);
-  }
-  processes().sum(predicted);
+  std::vector<Index> local(static_cast<size_t>(d.num_bags()));
+  for (Index a = 0; a < d.num_bags(); ++a) local[static_cast<size_t>(a)] = a;
+  Matrix predicted = Matrix::Zero(4, static_cast<Index>(built.units.size()));  // total, lower, upper, population
+  const Vector totals = local.empty() ? Vector() : m.predictor->unit_totals(d, local, threads);
   const Vector bag_weight = d.bag_weights();
+  for (Index a : local) {
+    const Vector draws = m.predictor->unit_draws(d, a, samples);
+    predicted.col(d.global_bag_of(a)) << totals[a], empirical_quantile(draws, lo), empirical_quantile(draws, hi),
+        bag_weight[a];
+  }
+  shared_over.sum(predicted);
   const std::vector<std::string> none;
   const std::vector<std::string>& train = m.same_units ? m.file.train_units : none;
   const std::vector<std::string>& holdout = m.same_units ? m.file.holdout_units : none;
   std::vector<UnitRow> rows;
-  for (Index a = 0; a < n; ++a) {
-    const std::string& id = d.bag_ids[static_cast<size_t>(a)];
-    const bool in_train = std::find(train.begin(), train.end(), id) != train.end();
-    const bool in_holdout = std::find(holdout.begin(), holdout.end(), id) != holdout.end();
-    rows.push_back({id,
-                    d.source_of(a),
+  for (size_t a = 0; a < built.units.size(); ++a) {
+    const io::UnitSummary& u = built.units[a];
+    const bool in_train = std::find(train.begin(), train.end(), u.id) != train.end();
+    const bool in_holdout = std::find(holdout.begin(), holdout.end(), u.id) != holdout.end();
+    const auto k = static_cast<Index>(a);
+    rows.push_back({u.id,
+                    u.source,
                     {in_train     ? "train"
                      : in_holdout ? "holdout"
                                   : "new",
-                     d.response[a], predicted(0, a), predicted(1, a), predicted(2, a), bag_weight[a], d.bag_size(a)}});
+                     u.response, predicted(0, k), predicted(1, k), predicted(2, k), predicted(3, k), u.pixels}});
   }
   return rows;
 }
@@ -405,10 +399,11 @@ std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
 
 // units.csv (for scripts) and units.gpkg (the input polygons with the same columns and styles).
 // Every process of an MPI job calls it; the leading one writes.
-void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const std::string& dir,
-                        const std::vector<double>& levels, int samples, int threads, bool styles) {
+void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const Collective& shared_over,
+                        const std::string& dir, const std::vector<double>& levels, int samples, int threads,
+                        bool styles) {
   const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
-  const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads);
+  const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads, shared_over);
   if (!leading_process()) return;
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
   write_units_csv(dir + "/units.csv", rows, lower, upper, built.sources);
@@ -568,9 +563,12 @@ void run_predict(const PredictArgs& args) {
                  outs.size(), styles ? " with their QGIS styles" : "", args.out);
   }
   if (!data.units.path.empty()) {
-    if (!m.predictor->needs_pixel_units()) units = model_dataset(m, args.out);
-    write_unit_outputs(m, units, args.out, quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975},
-                       settings.predict.samples, threads, styles);
+    // The constant model's units are whole in every process (its strips need every pixel's unit).
+    const Collective& shared_over = m.predictor->needs_pixel_units() ? one_process() : processes();
+    if (!m.predictor->needs_pixel_units()) units = model_dataset(m, args.out, shared_over);
+    write_unit_outputs(m, units, shared_over, args.out,
+                       quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975}, settings.predict.samples,
+                       threads, styles);
     if (leader) spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
   }
 }

@@ -10,7 +10,10 @@ namespace vbagg::cli {
 
 namespace {
 
-unsigned long long draw_seed(Index bag) { return 1000 + static_cast<unsigned long long>(bag); }
+// By the bag's place in the whole data, so an MPI job's processes draw what one process would.
+unsigned long long draw_seed(const Dataset& d, Index bag) {
+  return 1000 + static_cast<unsigned long long>(d.global_bag_of(bag));
+}
 
 // vbagg, bag_pixel and nystrom: a GP model (nystrom's q is a point mass, so it has no posterior).
 class GpPredictor final : public Predictor {
@@ -36,7 +39,7 @@ class GpPredictor final : public Predictor {
     const Model& view = view_of(d, a);
     const UnitEffectMoments unit = bag_unit_effects(view, d, {a}, 1, same_units_)[0];
     Vector draws =
-        bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(a), unit, d.trials_of(a));
+        bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(d, a), unit, d.trials_of(a));
     std::sort(draws.data(), draws.data() + draws.size());
     return draws;
   }
@@ -89,7 +92,7 @@ class ConstantPredictor final : public Predictor {
   }
 
   Vector unit_draws(const Dataset& d, Index a, int samples) const override {
-    std::mt19937_64 rng(draw_seed(a));
+    std::mt19937_64 rng(draw_seed(d, a));
     std::poisson_distribution<long long> poisson(rate(&d.bag_ids[bag(a)]) * d.bag_weights()[a]);
     Vector draws(samples);
     for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));

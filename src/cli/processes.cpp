@@ -1,8 +1,11 @@
 #include "processes.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 #include "core/types.hpp"
 
@@ -49,6 +52,12 @@ class MpiProcesses final : public Collective {
     }
     for (Index done = 0; done < n; done += kChunk)
       MPI_Bcast(values + done, static_cast<int>(std::min(kChunk, n - done)), MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  }
+  void reduce_max(double* values, Index n) const override {
+    // A maximum does not depend on the order of the operands.
+    for (Index done = 0; done < n; done += kChunk)
+      MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(std::min(kChunk, n - done)), MPI_DOUBLE, MPI_MAX,
+                    MPI_COMM_WORLD);
   }
   void join() {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -107,6 +116,21 @@ const Collective& processes() {
   if (joined) return world;
 #endif
   return one_process();
+}
+
+int default_threads() {
+  const int available = omp_get_num_procs();  // the processors of this process's affinity mask
+#ifdef VBAGG_WITH_MPI
+  if (joined && available == static_cast<int>(std::thread::hardware_concurrency())) {
+    MPI_Comm node;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    int here = 1;
+    MPI_Comm_size(node, &here);
+    MPI_Comm_free(&node);
+    return std::max(1, available / here);
+  }
+#endif
+  return available;
 }
 
 int process_rank() { return processes().rank(); }

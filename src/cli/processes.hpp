@@ -20,6 +20,9 @@ void stop_processes();
 const Collective& processes();
 int process_rank();
 int process_count();
+// Threads for this process when none are configured: the processors it may run on, shared with the
+// other processes of the job on this machine unless the launcher has already bound it to its own.
+int default_threads();
 // Whether this process writes outputs and logs progress: rank 0.
 inline bool leading_process() { return process_rank() == 0; }
 

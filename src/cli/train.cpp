@@ -33,14 +33,17 @@ std::string run_train(const TrainArgs& args) {
   model_spec(settings);  // a bad model setting fails before the dataset is built
 
   spdlog::info("building the dataset from {}", args.config_path);
-  io::BuiltData built = build_data(config, out_dir);
+  io::BuiltData built = build_data(config, out_dir, processes());
   for (const auto& line : io::report_lines(built)) spdlog::info("{}", line);
   for (const auto& line : built.warnings) spdlog::warn("{}", line);
   if (!built.dropped.empty() && leading_process()) {
     io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
     spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);
   }
-  const Split split = split_units(built.dataset, settings.train.holdout_fraction, settings.train.holdout_seed);
+  // Units by their index in built.units: in an MPI job each process holds a share of them.
+  std::vector<int> sources;
+  for (const auto& u : built.units) sources.push_back(u.source);
+  const Split split = split_units(sources, settings.train.holdout_fraction, settings.train.holdout_seed);
   TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
   // Data paths relative to the run folder where they share its tree: the folder moves with them.
   run.file.config = config.resolved_node(out_dir);

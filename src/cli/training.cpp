@@ -18,10 +18,16 @@ namespace vbagg::cli {
 
 namespace {
 
-std::vector<std::string> ids_of(const Dataset& d, const std::vector<Index>& bags) {
+std::vector<std::string> ids_of(const io::BuiltData& built, const std::vector<Index>& bags) {
   std::vector<std::string> ids;
-  for (Index a : bags) ids.push_back(d.bag_ids[static_cast<size_t>(a)]);
+  for (Index a : bags) ids.push_back(built.units[static_cast<size_t>(a)].id);
   return ids;
+}
+
+std::vector<Index> all_units(const io::BuiltData& built) {
+  std::vector<Index> all(built.units.size());
+  for (size_t a = 0; a < all.size(); ++a) all[a] = static_cast<Index>(a);
+  return all;
 }
 
 // Each training unit's own rate; the overall training rate elsewhere. Nothing to optimise.
@@ -79,34 +85,30 @@ void log_source_parameters(const Model& model) {
   }
 }
 
-// This process's share of the units in an MPI job: its bags of the whole data and of the training
-// units, and the shards that describe both wholes. `shared` is false in a run of one process.
+// In an MPI job, the shards of the whole data (whose bags are built.units) and of its training
+// units, and this process's share of the training units. `shared` is false in a run of one process.
 struct ProcessShare {
   bool shared = false;
-  Dataset local, local_train;
+  Dataset local_train;
   Shard all, train;
 };
 
-ProcessShare share_units(const Dataset& d, const std::vector<Index>& train) {
+// `d` is this process's share of the units (or its bag_pixel collapse), as io::build_dataset gives it.
+ProcessShare share_units(const io::BuiltData& built, const Dataset& d, const std::vector<Index>& train) {
   ProcessShare s;
   const Collective& world = processes();
   if (world.size() == 1) return s;
   s.shared = true;
-  std::vector<Index> pixels;
   std::vector<std::string> ids;
-  for (Index a = 0; a < d.num_bags(); ++a) {
-    pixels.push_back(d.bag_size(a));
-    ids.push_back(d.bag_id(a));
-  }
-  s.local = local_part(d, assign_bags(pixels, world.size()), world.rank());
-  s.all = make_shard(s.local, ids, world);
-  s.train = subset_shard(s.all, s.local, train, s.local_train);
+  for (const auto& u : built.units) ids.push_back(u.id);
+  s.all = make_shard(d, ids, world);
+  s.train = subset_shard(s.all, d, train, s.local_train);
   // The spread of the work: every process's pixels, summed into the leading process's log.
   Vector load = Vector::Zero(world.size());
-  load[world.rank()] = static_cast<double>(s.local.num_pixels());
+  load[world.rank()] = static_cast<double>(d.num_pixels());
   world.sum(load);
-  spdlog::info("{} processes share {} units: {:.0f} to {:.0f} pixels each", world.size(), d.num_bags(), load.minCoeff(),
-               load.maxCoeff());
+  spdlog::info("{} processes share {} units: {:.0f} to {:.0f} pixels each", world.size(), built.units.size(),
+               load.minCoeff(), load.maxCoeff());
   return s;
 }
 
@@ -125,15 +127,14 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   init.inducing = inducing_count(settings, static_cast<Index>(split.train.size()));
   init.jitter = settings.model.jitter;
   init.seed = settings.train.seed;
-  // In an MPI job each process keeps its share of the units; the model, the steps and the result
+  // In an MPI job each process holds its share of the units; the model, the steps and the result
   // are those of one process holding them all (to rounding).
-  const ProcessShare share = share_units(d, split.train);
-  const Dataset& here = share.shared ? share.local : d;
+  const ProcessShare share = share_units(built, d, split.train);
   const Dataset train_data = share.shared ? Dataset() : subset_bags(d, split.train);
   const Dataset& train_here = share.shared ? share.local_train : train_data;
   // Inducing points over every unit's pixels: held-out units and units without counts are
   // predicted too, and their totals need the correlated part of q.
-  const PixelColumns placement = share.shared ? PixelColumns(share.local, share.all) : PixelColumns(d.inputs);
+  const PixelColumns placement = share.shared ? PixelColumns(d, share.all) : PixelColumns(d.inputs);
   init.placement = &placement;
   if (share.shared) init.shard = &share.train;
   Model model = init_model(spec, kernel, train_here, init);
@@ -141,7 +142,8 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
     spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
                  model.num_inducing(), init.inducing);
   Index training_pixels = 0;
-  for (Index a : split.train) training_pixels += d.bag_size(a);
+  for (Index a : split.train)
+    training_pixels += kind == ModelKind::bag_pixel ? 1 : built.units[static_cast<size_t>(a)].pixels;
   FitOptions fo = fit_options(settings, threads, training_pixels);
   if (share.shared) fo.shard = &share.all;
   spdlog::info("optimizer: {}", to_string(fo.optimizer));
@@ -163,23 +165,22 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
     return true;
   };
   spdlog::info("fitting {} ({} likelihood, {} link): {} pixels, {} inputs, {} inducing points, {} threads",
-               to_string(kind), to_string(spec.likelihood), to_string(spec.link), d.num_pixels(), d.num_inputs(),
+               to_string(kind), to_string(spec.likelihood), to_string(spec.link), total_pixels(built), d.num_inputs(),
                model.num_inducing(), threads);
   for (Index s = 0; s < spec.num_sources() && spec.num_sources() > 1; ++s) {
     const SourceSpec src = spec.source(s);
     Index units = 0;
-    for (Index a : split.train) units += d.source_of(a) == s ? 1 : 0;
+    for (Index a : split.train) units += built.units[static_cast<size_t>(a)].source == s ? 1 : 0;
     spdlog::info("source '{}': {} training units, {} likelihood, {} link, {} expectation{}{}", src.name, units,
                  to_string(src.likelihood), to_string(src.link), to_string(src.expectation),
                  src.unit_effect ? ", unit effect" : "",
                  spec.tasks.empty() ? "" : ", task '" + spec.task_name(src.task) + "'");
   }
-  result = fit(model, here, split.train, split.holdout, fo);
+  result = fit(model, d, split.train, split.holdout, fo);
   progress.finish();
   spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
-               split.holdout.empty()
-                   ? std::string()
-                   : fmt::format(", holdout NLL {:.6g}", held_out_nll(model, here, split.holdout, fo)));
+               split.holdout.empty() ? std::string()
+                                     : fmt::format(", holdout NLL {:.6g}", held_out_nll(model, d, split.holdout, fo)));
   if (result.recovered_steps)
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);
@@ -197,7 +198,8 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
   const ModelSpec spec = model_spec(settings);
   Dataset& data = built.dataset;
   const Index Dc = static_cast<Index>(built.covariates.size());
-  const Standardization standardization = fit_standardization(data, split.train, Dc);
+  // Each process of an MPI job holds some of the training units; the sums cover them all.
+  const Standardization standardization = fit_standardization(data, bags_held(data, split.train), Dc, processes());
   standardization.apply(data.inputs);
   spdlog::info("{} training units, {} holdout units", split.train.size(), split.holdout.size());
 
@@ -209,7 +211,9 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
   history.precision(17);
   history << "epoch,objective,holdout_nll,learning_rate,seconds\n";
   if (settings.model.kind == ModelKind::constant)
-    fit_constant(data, split, file, result);
+    // Bag totals are all it needs: the whole data's summary in an MPI job.
+    fit_constant(process_count() > 1 ? make_shard(data, ids_of(built, all_units(built)), processes()).summary : data,
+                 split, file, result);
   else
     fit_gp(settings, built, split, spec, threads, progress, file, result, history);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -218,8 +222,8 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
   file.standardization = standardization;
   file.coordinates = static_cast<int>(built.num_coordinates);
   file.grid = built.grid;
-  file.train_units = ids_of(data, split.train);
-  file.holdout_units = ids_of(data, split.holdout);
+  file.train_units = ids_of(built, split.train);
+  file.holdout_units = ids_of(built, split.holdout);
   file.training = {result.epochs, result.stop_reason, result.elbo, result.best_holdout_nll, seconds};
   file.config = config.resolved_node();
   run.history = history.str();

@@ -44,6 +44,7 @@ Dataset collapse_bags(const Dataset& data) {
   c.source = data.source;
   c.input_names = data.input_names;
   c.bag_ids = data.bag_ids;
+  c.global_bag = data.global_bag;
   c.offsets.resize(static_cast<size_t>(data.num_bags()) + 1);
   for (Index a = 0; a < data.num_bags(); ++a) {
     const Index b = data.bag_begin(a), n = data.bag_size(a);

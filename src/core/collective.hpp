@@ -17,6 +17,8 @@ class Collective {
   // taken in an order fixed by the number of processes, so a run is deterministic for a given
   // size. Every process must call it with the same n.
   virtual void reduce_sum(double* values, Index n) const = 0;
+  // Replaces `values` on every process by their element-wise maximum over the processes.
+  virtual void reduce_max(double* values, Index n) const = 0;
 
   void sum(Vector& v) const { reduce_sum(v.data(), v.size()); }
   void sum(Matrix& m) const { reduce_sum(m.data(), m.size()); }
@@ -24,6 +26,7 @@ class Collective {
     reduce_sum(&x, 1);
     return x;
   }
+  void max(Vector& v) const { reduce_max(v.data(), v.size()); }
   // Whether `failed` holds on any process: lets every process leave a step together when one of
   // them could not compute its part, instead of waiting for it in the next reduction.
   bool any(bool failed) const { return sum(failed ? 1.0 : 0.0) > 0; }

@@ -115,6 +115,7 @@ Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags) {
     if (data.trials.size()) s.trials[static_cast<Index>(k)] = data.trials[a];
     if (!data.source.empty()) s.source.push_back(data.source[static_cast<size_t>(a)]);
     if (!data.bag_ids.empty()) s.bag_ids.push_back(data.bag_ids[a]);
+    if (!data.global_bag.empty()) s.global_bag.push_back(data.global_bag[static_cast<size_t>(a)]);
     pos += len;
     s.offsets.push_back(pos);
   }
@@ -154,6 +155,7 @@ Dataset join_sources(const std::vector<Dataset>& parts) {
       d.offsets.push_back(pos + p.offsets[static_cast<size_t>(a + 1)]);
       d.bag_ids.push_back(p.bag_id(a));
       d.source.push_back(static_cast<int>(s));
+      if (!p.global_bag.empty()) d.global_bag.push_back(p.global_bag[static_cast<size_t>(a)]);
     }
     pos += p.num_pixels();
     bag += p.num_bags();

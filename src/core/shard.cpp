@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <unordered_map>
 
 #include "baselines.hpp"
 
@@ -14,15 +15,14 @@ std::vector<Index> Shard::local_bags(const std::vector<Index>& bags) const {
   return out;
 }
 
-std::vector<int> assign_bags(const std::vector<Index>& pixels, int processes) {
+std::vector<int> assign_bags(const std::vector<Index>& pixels, int processes, std::vector<Index>* own_load) {
   if (processes < 1) throw ConfigError("a run needs at least one process");
-  if (static_cast<Index>(pixels.size()) < processes)
-    throw ConfigError(std::to_string(processes) + " processes for " + std::to_string(pixels.size()) +
-                      " units: start at most one process per unit");
   std::vector<size_t> order(pixels.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return pixels[x] > pixels[y]; });
-  std::vector<Index> load(static_cast<size_t>(processes), 0);
+  std::vector<Index> fresh(static_cast<size_t>(processes), 0);
+  std::vector<Index>& load = own_load ? *own_load : fresh;
+  load.resize(static_cast<size_t>(processes), 0);
   std::vector<int> owner(pixels.size(), 0);
   for (size_t a : order) {
     const auto least = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
@@ -30,6 +30,17 @@ std::vector<int> assign_bags(const std::vector<Index>& pixels, int processes) {
     load[least] += std::max<Index>(pixels[a], 1);
   }
   return owner;
+}
+
+std::vector<Index> bags_held(const Dataset& local, const std::vector<Index>& bags) {
+  std::unordered_map<Index, Index> held;
+  for (Index a = 0; a < local.num_bags(); ++a) held[local.global_bag_of(a)] = a;
+  std::vector<Index> out;
+  for (Index g : bags) {
+    const auto it = held.find(g);
+    if (it != held.end()) out.push_back(it->second);
+  }
+  return out;
 }
 
 Dataset local_part(const Dataset& data, const std::vector<int>& owner, int rank) {

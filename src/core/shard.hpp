@@ -28,8 +28,13 @@ struct Shard {
 
 // The owner of each bag among `processes`: largest bags first, each to the process with the least
 // work so far (lowest rank on ties), so every process gets about the same number of pixels.
-// Deterministic: every process computes the same owners.
-std::vector<int> assign_bags(const std::vector<Index>& pixels, int processes);
+// Deterministic: every process computes the same owners. `load`, when given, holds each process's
+// work from earlier calls (several sources' units, shared in turn) and is updated.
+std::vector<int> assign_bags(const std::vector<Index>& pixels, int processes, std::vector<Index>* load = nullptr);
+
+// The bags of `local` (a process's share, with Dataset::global_bag) among the listed bags of the
+// whole data, as indices into `local`, in the listed order.
+std::vector<Index> bags_held(const Dataset& local, const std::vector<Index>& bags);
 
 // The bags of `data` that `owner` gives to `rank`, in order, with Dataset::global_bag set.
 Dataset local_part(const Dataset& data, const std::vector<int>& owner, int rank);

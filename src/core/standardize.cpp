@@ -10,22 +10,26 @@ void Standardization::apply(Matrix& inputs) const {
   inputs.topRows(k) = sd.cwiseInverse().asDiagonal() * inputs.topRows(k);
 }
 
-Standardization fit_standardization(const Dataset& data, const std::vector<Index>& bags, Index rows) {
+Standardization fit_standardization(const Dataset& data, const std::vector<Index>& bags, Index rows,
+                                    const Collective& processes) {
   Standardization s;
-  s.mean = Vector::Zero(rows);
-  Vector sq = Vector::Zero(rows);
-  double n = 0;
+  Vector sums = Vector::Zero(rows + 1);  // the rows' sums, then the number of pixels
   for (Index a : bags) {
     const auto X = data.inputs.block(0, data.bag_begin(a), rows, data.bag_size(a));
-    s.mean += X.rowwise().sum();
-    n += static_cast<double>(X.cols());
+    sums.head(rows) += X.rowwise().sum();
+    sums[rows] += static_cast<double>(X.cols());
   }
+  processes.sum(sums);
+  s.mean = sums.head(rows);
+  const double n = sums[rows];
+  Vector sq = Vector::Zero(rows);
   if (n == 0) throw DataError("cannot standardise covariates: the training bags have no pixels");
   s.mean /= n;
   for (Index a : bags) {
     const auto X = data.inputs.block(0, data.bag_begin(a), rows, data.bag_size(a));
     sq += (X.colwise() - s.mean).array().square().matrix().rowwise().sum();
   }
+  processes.sum(sq);
   s.sd = (sq / n).cwiseSqrt();
   for (Index k = 0; k < rows; ++k)
     if (!(s.sd[k] > 0)) {

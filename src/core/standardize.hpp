@@ -3,6 +3,7 @@
 
 #include <vector>
 
+#include "collective.hpp"
 #include "dataset.hpp"
 
 namespace vbagg {
@@ -16,6 +17,8 @@ struct Standardization {
 
 // Means and sds of the first `rows` inputs over the pixels of `bags`. A row whose sd is zero on
 // those pixels throws DataError naming it (the pipeline removes constant covariates earlier).
-Standardization fit_standardization(const Dataset& data, const std::vector<Index>& bags, Index rows);
+// In a data-parallel run each process passes its own training bags and all get the sums' result.
+Standardization fit_standardization(const Dataset& data, const std::vector<Index>& bags, Index rows,
+                                    const Collective& processes = one_process());
 
 }  // namespace vbagg

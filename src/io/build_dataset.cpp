@@ -12,6 +12,7 @@
 #include "aligned_layer.hpp"
 #include "assign.hpp"
 #include "coordinates.hpp"
+#include "core/shard.hpp"
 #include "units.hpp"
 
 namespace vbagg::io {
@@ -37,21 +38,22 @@ struct Layer {
 // design, so their size is not suspect.
 std::vector<std::string> implausible_units(const BuiltData& b, bool points) {
   constexpr double kFewPixels = 4, kRateRatio = 10;
-  const Dataset& d = b.dataset;
-  const Vector P = d.exposures();  // people, or the number tested of a survey
-  const char* per = d.trials.size() ? "tested" : "people";
+  const bool surveys = std::any_of(b.units.begin(), b.units.end(), [](const UnitSummary& u) { return u.trials > 0; });
+  const char* per = surveys ? "tested" : "people";
+  // People, or the number tested of a survey.
+  auto exposure = [&](const UnitSummary& u) { return u.trials > 0 ? u.trials : u.population; };
   std::vector<double> rates;
-  for (Index a = 0; a < d.num_bags(); ++a)
-    if (P[a] > 0) rates.push_back(d.response[a] / P[a]);
+  for (const UnitSummary& u : b.units)
+    if (exposure(u) > 0) rates.push_back(u.response / exposure(u));
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
   std::vector<std::string> small, high;
   double smallest = 1e300, worst = 0;
   std::string smallest_id, worst_text;
-  for (Index a = 0; a < d.num_bags(); ++a) {
-    const std::string& id = d.bag_ids[static_cast<size_t>(a)];
-    const double pixels = d.coverage.segment(d.bag_begin(a), d.bag_size(a)).sum();
+  for (const UnitSummary& u : b.units) {
+    const std::string& id = u.id;
+    const double pixels = u.area, P = exposure(u);
     char text[160];
     if (pixels < kFewPixels && !points) {
       small.push_back(id);
@@ -60,13 +62,13 @@ std::vector<std::string> implausible_units(const BuiltData& b, bool points) {
         smallest_id = id;
       }
     }
-    const double rate = P[a] > 0 ? d.response[a] / P[a] : 0;
+    const double rate = P > 0 ? u.response / P : 0;
     if (median > 0 && rate > kRateRatio * median) {
       high.push_back(id);
       if (rate / median > worst) {
         worst = rate / median;
-        std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g %s", id.c_str(), worst, d.response[a],
-                      P[a], per);
+        std::snprintf(text, sizeof text, "'%s', %.0f x: %.6g observed for %.6g %s", id.c_str(), worst, u.response, P,
+                      per);
         worst_text = text;
       }
     }
@@ -172,28 +174,46 @@ std::unique_ptr<AlignedLayer> open_population(const LayerSpec& pop, BuiltData& o
 
 // Refuses, before any work, a pixel table that cannot fit in this machine's memory (a header
 // claiming 10^6 x 10^6 pixels, units covering a continent at 30 m).
-void check_memory(const UnitsRead& units, const BuiltData& out, Index inputs) {
+void check_memory(const UnitsRead& units, const std::vector<bool>& mine, const BuiltData& out, Index inputs) {
   double upper = 0;
-  for (const auto& u : units.units)
-    if (u.geometry && u.problems.empty()) upper += envelope_pixels(*u.geometry, out.grid);
+  for (size_t u = 0; u < units.units.size(); ++u)
+    if (mine[u] && units.units[u].geometry && units.units[u].problems.empty())
+      upper += envelope_pixels(*units.units[u].geometry, out.grid);
   const double bytes = upper * (8.0 * static_cast<double>(inputs + 2) + 16.0);
   const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
   if (bytes <= 0.8 * memory) return;
   char msg[512];
   std::snprintf(msg, sizeof msg,
                 "the units cover up to %.3g pixels of the reference grid '%s' (%d x %d), a pixel table of about "
-                "%.1f GB; this machine has %.1f GB of memory. Use a coarser grid (data.grid) or crop the rasters",
+                "%.1f GB; this machine has %.1f GB of memory. Use a coarser grid (data.grid), crop the rasters, or "
+                "share the units over more processes (mpirun)",
                 upper, out.grid_path.c_str(), out.grid.width, out.grid.height, bytes / 1e9, memory / 1e9);
   throw DataError(msg);
 }
 
+// The units this process gathers: all of them in one process; in an MPI job its share, by the
+// units' envelopes on the grid (what reading and assigning them costs). `load` carries each
+// process's share over the sources.
+std::vector<bool> own_units(const UnitsRead& units, const Grid& grid, const Collective& processes,
+                            std::vector<Index>& load) {
+  std::vector<bool> mine(units.units.size(), true);
+  if (processes.size() == 1) return mine;
+  std::vector<Index> size;
+  for (const Unit& u : units.units)
+    size.push_back(u.geometry && u.problems.empty() ? static_cast<Index>(envelope_pixels(*u.geometry, grid)) : 0);
+  const std::vector<int> owner = assign_bags(size, processes.size(), &load);
+  for (size_t u = 0; u < mine.size(); ++u) mine[u] = owner[u] == processes.rank();
+  return mine;
+}
+
 // Pass 1: which pixels each usable unit covers, strip by strip in row order (16 bytes a pixel).
-std::vector<std::vector<PixelShare>> assign_units(const UnitsRead& units, const Grid& grid, const DataConfig& config) {
+std::vector<std::vector<PixelShare>> assign_units(const UnitsRead& units, const std::vector<bool>& mine,
+                                                  const Grid& grid, const DataConfig& config) {
   std::vector<std::vector<PixelShare>> shares(units.units.size());
   std::vector<PixelShare> strip_shares;
   for (size_t u = 0; u < units.units.size(); ++u) {
     const Unit& unit = units.units[u];
-    if (!unit.geometry || !unit.problems.empty()) continue;
+    if (!mine[u] || !unit.geometry || !unit.problems.empty()) continue;
     int first, last;
     envelope_rows(*unit.geometry, grid, first, last);
     for (int row0 = first; row0 < last; row0 += config.strip_rows) {
@@ -211,11 +231,45 @@ struct MissingCounts {
   Index population = 0, negative_population = 0, seen = 0;
 };
 
+// Every unit's pixel counts, area and population, from the process that gathered it (the others
+// hold zeros, so the sums are copies), and the missing-data counts summed over the processes.
+void share_outcomes(const UnitsRead& units, const std::vector<bool>& mine, const Collective& processes,
+                    std::vector<UnitSummary>& summaries, MissingCounts& missing) {
+  const auto n = static_cast<Index>(units.units.size());
+  Matrix outcome = Matrix::Zero(4, n);
+  for (Index u = 0; u < n; ++u) {
+    const UnitSummary& s = summaries[static_cast<size_t>(u)];
+    if (mine[static_cast<size_t>(u)])
+      outcome.col(u) << static_cast<double>(s.pixels), static_cast<double>(s.dropped_pixels), s.area, s.population;
+  }
+  processes.sum(outcome);
+  for (Index u = 0; u < n; ++u) {
+    UnitSummary& s = summaries[static_cast<size_t>(u)];
+    s.pixels = static_cast<Index>(outcome(0, u));
+    s.dropped_pixels = static_cast<Index>(outcome(1, u));
+    s.area = outcome(2, u);
+    s.population = outcome(3, u);
+  }
+  Vector counts(static_cast<Index>(missing.covariate.size()) + 3);
+  for (size_t c = 0; c < missing.covariate.size(); ++c)
+    counts[static_cast<Index>(c)] = static_cast<double>(missing.covariate[c]);
+  const Index k = static_cast<Index>(missing.covariate.size());
+  counts.tail(3) << static_cast<double>(missing.population), static_cast<double>(missing.negative_population),
+      static_cast<double>(missing.seen);
+  processes.sum(counts);
+  for (size_t c = 0; c < missing.covariate.size(); ++c)
+    missing.covariate[c] = static_cast<Index>(counts[static_cast<Index>(c)]);
+  missing.population = static_cast<Index>(counts[k]);
+  missing.negative_population = static_cast<Index>(counts[k + 1]);
+  missing.seen = static_cast<Index>(counts[k + 2]);
+}
+
 // Pass 2: reads the layers strip by strip (one strip of each in memory) straight into the pixel
 // table, sized for every assigned pixel and compacted as pixels with missing data are skipped. A
 // unit left without pixels or population gets the problem; the others become bags.
-MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare>>& shares, const Covariates& covs,
-                            const AlignedLayer& population, const DataConfig& config, BuiltData& out) {
+MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare>>& shares,
+                            const std::vector<bool>& mine, const Covariates& covs, const AlignedLayer& population,
+                            const DataConfig& config, const Collective& processes, BuiltData& out) {
   const Grid& grid = out.grid;
   const Index Dc = covs.count();
   const CoordinateMapper coordinates(grid);
@@ -237,10 +291,13 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
   MissingCounts missing;
   missing.covariate.assign(static_cast<size_t>(Dc), 0);
   Index pos = 0;
+  std::vector<UnitSummary> summaries(units.units.size());
+  std::vector<Index> local_bag(units.units.size(), -1);
   for (size_t u = 0; u < units.units.size(); ++u) {
     Unit& unit = units.units[u];
-    UnitSummary summary{unit.id, 0, unit.response, 0, 0, 0.0};
-    if (!unit.problems.empty()) continue;
+    UnitSummary& summary = summaries[u];
+    summary = {unit.id, 0, unit.response, unit.trials, 0, 0.0, 0, 0.0};
+    if (!mine[u] || !unit.problems.empty()) continue;
     const Index unit_start = pos;
     const auto& sh = shares[u];
     for (size_t k0 = 0; k0 < sh.size();) {
@@ -285,30 +342,42 @@ MissingCounts gather_pixels(UnitsRead& units, std::vector<std::vector<PixelShare
         d.coverage[pos] = s.fraction;
         out.cell[static_cast<size_t>(pos)] = static_cast<std::int64_t>(s.row) * grid.width + s.col;
         summary.population += p * s.fraction;
+        summary.area += s.fraction;
         ++summary.pixels;
         ++pos;
       }
       k0 = k1;
     }
     std::vector<PixelShare>().swap(shares[u]);
-    if (summary.pixels == 0) {
-      unit.problems.push_back(
-          summary.dropped_pixels
-              ? "no pixels with every covariate and population"
-              : "no pixels, as it lies outside the grid or is smaller than the pixel assignment can see");
-    } else if (!(summary.population > 0)) {
-      unit.problems.push_back("zero population");
-    }
-    if (!unit.problems.empty()) {
+    if (summary.pixels == 0 || !(summary.population > 0)) {
       pos = unit_start;  // the unit's pixels are overwritten by the next unit
       continue;
     }
+    local_bag[u] = static_cast<Index>(d.offsets.size()) - 1;
     d.offsets.push_back(pos);
     response.push_back(unit.response);
     trials.push_back(unit.trials);
     d.bag_ids.push_back(unit.id);
+  }
+  // In an MPI job every process learns every unit's outcome and the missing-data counts, so all
+  // of them drop the same units and name the same empty layers.
+  if (processes.size() > 1) share_outcomes(units, mine, processes, summaries, missing);
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    Unit& unit = units.units[u];
+    const UnitSummary& summary = summaries[u];
+    if (!unit.problems.empty()) continue;
+    if (summary.pixels == 0)
+      unit.problems.push_back(
+          summary.dropped_pixels
+              ? "no pixels with every covariate and population"
+              : "no pixels, as it lies outside the grid or is smaller than the pixel assignment can see");
+    else if (!(summary.population > 0))
+      unit.problems.push_back("zero population");
+    if (!unit.problems.empty()) continue;
+    if (local_bag[u] >= 0) d.global_bag.push_back(static_cast<Index>(out.units.size()));
     out.units.push_back(summary);
   }
+  if (processes.size() == 1) d.global_bag.clear();
   d.inputs.conservativeResize(Eigen::NoChange, pos);
   d.population.conservativeResize(pos);
   d.coverage.conservativeResize(pos);
@@ -365,12 +434,19 @@ void settle_bad_units(const UnitsRead& units, const DataConfig& config, const st
 }
 
 // Constant covariates carry no information and break standardisation: report and leave them out.
-void drop_constant_covariates(const Covariates& covs, BuiltData& out) {
+void drop_constant_covariates(const Covariates& covs, const Collective& processes, BuiltData& out) {
   Dataset& d = out.dataset;
   const Index Dc = covs.count(), Dx = out.num_coordinates, N = d.num_pixels();
+  // Each covariate's largest value and the negative of its smallest, over every process's pixels.
+  Vector extremes = Vector::Constant(2 * Dc, -INFINITY);
+  for (Index k = 0; k < Dc && N > 0; ++k) {
+    extremes[k] = d.inputs.row(k).maxCoeff();
+    extremes[Dc + k] = -d.inputs.row(k).minCoeff();
+  }
+  processes.max(extremes);
   std::vector<Index> keep;
   for (Index k = 0; k < Dc; ++k) {
-    if (N > 0 && d.inputs.row(k).maxCoeff() == d.inputs.row(k).minCoeff()) {
+    if (extremes[k] == -extremes[Dc + k]) {
       out.notes.push_back("covariate '" + covs.names[static_cast<size_t>(k)] + "' ('" +
                           covs.paths[static_cast<size_t>(k)] + "') is constant over the units' pixels and is left out");
       continue;
@@ -394,17 +470,19 @@ void drop_constant_covariates(const Covariates& covs, BuiltData& out) {
 // One source's units on the grid already in `out`: read, assigned and gathered into out.dataset,
 // with every check but the constant covariates (which need every source's pixels). Returns the
 // source's covariate layers.
-Covariates gather_source(const DataConfig& config, const std::string& base_dir, BuiltData& out) {
+Covariates gather_source(const DataConfig& config, const std::string& base_dir, const Collective& processes,
+                         std::vector<Index>& load, BuiltData& out) {
   const Sources src = resolved_sources(config, base_dir);
   Covariates covs = open_covariates(src.covariates, out);
   const std::unique_ptr<AlignedLayer> population = open_population(src.population, out);
   UnitsRead units = read_units(src.units, out.grid);
   out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
   for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
-  check_memory(units, out, covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));
+  const std::vector<bool> mine = own_units(units, out.grid, processes, load);
+  check_memory(units, mine, out, covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));
 
-  std::vector<std::vector<PixelShare>> shares = assign_units(units, out.grid, config);
-  const MissingCounts missing = gather_pixels(units, shares, covs, *population, config, out);
+  std::vector<std::vector<PixelShare>> shares = assign_units(units, mine, out.grid, config);
+  const MissingCounts missing = gather_pixels(units, shares, mine, covs, *population, config, processes, out);
   name_empty_layers(missing, covs, src.population.path, out);
   settle_bad_units(units, config, src.units.path, out);
   out.warnings = implausible_units(out, config.units.point_buffer >= 0);
@@ -434,6 +512,8 @@ void append_source(BuiltData& out, BuiltData part, int s, std::vector<Dataset>& 
     u.source = s;
   }
   for (auto& d : part.dropped) d.id = name + ":" + d.id;
+  // The part's bags follow the units of the sources before it.
+  for (Index& g : part.dataset.global_bag) g += static_cast<Index>(out.units.size());
   out.units.insert(out.units.end(), part.units.begin(), part.units.end());
   out.cell.insert(out.cell.end(), part.cell.begin(), part.cell.end());
   out.dropped.insert(out.dropped.end(), part.dropped.begin(), part.dropped.end());
@@ -444,7 +524,7 @@ void append_source(BuiltData& out, BuiltData part, int s, std::vector<Dataset>& 
 
 }  // namespace
 
-BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir, const Collective& processes) {
   ensure_gdal_registered();
   BuiltData out;
   out.grid_path = reference_grid_path(config, base_dir);
@@ -455,7 +535,8 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
                                   : "";
   out.notes.push_back("reference grid '" + out.grid_path + "'" + refined + ": " + out.grid.describe());
 
-  const Covariates covs = gather_source(config, base_dir, out);
+  std::vector<Index> load;  // each process's share of the pixels so far, over the sources
+  const Covariates covs = gather_source(config, base_dir, processes, load, out);
   if (!config.more_sources.empty()) {
     out.sources.push_back(config.units.name);
     for (const auto& m : config.more_sources) out.sources.push_back(m.units.name);
@@ -467,7 +548,7 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
       part.grid = out.grid;
       part.grid_path = out.grid_path;
       const DataConfig c = source_config(config, s, base_dir);
-      const Covariates own = gather_source(c, base_dir, part);
+      const Covariates own = gather_source(c, base_dir, processes, load, part);
       if (own.names != covs.names)
         throw DataError("source '" + out.sources[s] + "' has the covariates " + listed_ids(own.names) +
                         " but the first source " + listed_ids(covs.names) +
@@ -476,9 +557,16 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir) {
     }
     out.dataset = join_sources(parts);
   }
-  drop_constant_covariates(covs, out);
-  out.dataset.validate();
+  drop_constant_covariates(covs, processes, out);
+  // A process of an MPI job may hold no unit; the others' data are checked where they are.
+  if (out.dataset.num_bags() > 0 || processes.size() == 1) out.dataset.validate();
   return out;
+}
+
+Index total_pixels(const BuiltData& built) {
+  Index n = 0;
+  for (const UnitSummary& u : built.units) n += u.pixels;
+  return n;
 }
 
 std::vector<std::string> report_lines(const BuiltData& b) {
@@ -497,8 +585,8 @@ std::vector<std::string> report_lines(const BuiltData& b) {
   std::set<std::string> dropped_ids;
   for (const auto& d : b.dropped) dropped_ids.insert(d.id);
   const size_t dropped_units = dropped_ids.size();
-  lines.push_back(std::to_string(b.dataset.num_bags()) + " units, " + std::to_string(b.dataset.num_pixels()) +
-                  " pixels, " + std::to_string(b.covariates.size()) + " covariates" +
+  lines.push_back(std::to_string(b.units.size()) + " units, " + std::to_string(total_pixels(b)) + " pixels, " +
+                  std::to_string(b.covariates.size()) + " covariates" +
                   (b.num_coordinates ? " + " + std::to_string(b.num_coordinates) + " coordinates" : "") + "; " +
                   std::to_string(dropped_pixels) + " pixels dropped for missing data, " +
                   std::to_string(dropped_units) + " units dropped");

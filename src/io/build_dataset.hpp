@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collective.hpp"
 #include "core/dataset.hpp"
 #include "data_config.hpp"
 #include "grid.hpp"
@@ -16,19 +17,24 @@ struct UnitSummary {
   std::string id;  // <source>:<id> for a unit of the second or a later source of data.sources
   int source = 0;  // index into data.sources (0: data.units or the first source)
   double response = 0;
+  double trials = 0;         // the number tested of a binomial unit (0 otherwise)
   Index pixels = 0;          // pixels kept
+  double area = 0;           // sum of the kept pixels' coverage fractions, in pixels
   Index dropped_pixels = 0;  // assigned pixels dropped for a missing covariate or population
   double population = 0;     // sum of coverage x population over kept pixels
 };
 
 struct BuiltData {
-  Dataset dataset;  // inputs: covariates (raw, not standardised), then coordinates
-  Grid grid;        // the reference grid
+  // inputs: covariates (raw, not standardised), then coordinates. Built over several processes,
+  // each holds the bags of its share of the units, and Dataset::global_bag gives each bag's
+  // position in `units`.
+  Dataset dataset;
+  Grid grid;  // the reference grid
   std::string grid_path;
   std::vector<std::string> covariates;  // names of the covariate rows, in order
   Index num_coordinates = 0;            // 0, 2 (projected, km) or 3 (geographic, chordal km)
   std::vector<std::int64_t> cell;       // row * width + col of every dataset pixel
-  std::vector<UnitSummary> units;       // the units kept, in dataset bag order
+  std::vector<UnitSummary> units;       // every unit kept (over all processes), in bag order
   std::vector<std::string> sources;     // names of data.sources, in order (empty: one source)
   std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
   std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
@@ -42,7 +48,16 @@ struct BuiltData {
 // prefixed with its name, "<source>:<id>", so ids stay unique. Throws ConfigError for settings, DataError for
 // data: a covariate or population with no data over the units is named with its path, and units
 // that cannot be used (on_bad_unit: stop) throw UnusableUnits, grouped by reason.
-BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "");
+//
+// With several `processes` (an MPI job) the units are shared out by their estimated size (their
+// envelope's pixels on the grid): each process reads the raster windows of its own units only and
+// builds their bags, and the units' summaries, problems and missing-data counts are shared, so
+// every process makes the same decisions and knows every kept unit.
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "",
+                        const Collective& processes = one_process());
+
+// The number of pixels of the kept units, over every process.
+Index total_pixels(const BuiltData& built);
 
 // The raster whose grid every layer is aligned to: data.grid names 'population', a covariate
 // (by its name or file stem) or a raster path; relative paths resolve against base_dir.
