@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The performance benchmarks of docs/benchmarks.md, each printing the rows quoted there.
-#   bench/run_benchmarks.sh [all|epoch|fit|pipeline|predict|peer]
+#   bench/run_benchmarks.sh [all|epoch|fit|pipeline|predict|peer|scaling]
 # Scratch data goes to $WORK (default /tmp/vbagg-bench; the prediction grid needs about 3 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,4 +90,32 @@ if want peer; then
   # OPENBLAS_CORETYPE would only slow the peer down.
   env -u OPENBLAS_CORETYPE /usr/bin/python3 bench/reference/vbagg_torch.py bench "$work/peer" \
     --threads "$threads" --steps 10
+fi
+
+# 6. Several processes under MPI (docs/scaling.md): strong and weak scaling of the malaria-scale
+#    problem, then memory and prediction over processes on a country of 1.9 million pixels.
+if want scaling; then
+  scripts/deps.sh libopenmpi-dev openmpi-bin
+  cmake -S . -B build >/dev/null
+  cmake --build build -j "$(nproc)" --target scaling_bench vbagg-simulate >/dev/null
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1  # CI containers run as root
+  mpirun -np 1 "$bench/scaling_bench" --threads 2
+  mpirun --bind-to none -np 1 "$bench/scaling_bench" --threads 2
+  for k in 1 2 4; do mpirun --oversubscribe -np $k "$bench/scaling_bench" --threads 1; done
+  for k in 1 2 4; do
+    mpirun --oversubscribe -np $k "$bench/scaling_bench" --threads 1 --pixels 261171 --bags 240 --weak 1
+  done
+  [ -f "$work/big/units.gpkg" ] || build/apps/vbagg-simulate --kind country --size 1600x1200 --units 600 \
+    --covariates 8 --out "$work/big" -q
+  for k in 1 2 4; do
+    mpirun --oversubscribe -np $k /usr/bin/time -f "maxrss_kb %M elapsed %e" build/apps/vbagg-train \
+      --config "$work/big/data.yaml" --out "$work/big/run$k" -q --threads 1 --set train.epochs=2 \
+      --set train.optimizer=adam
+  done
+  for k in 1 2; do
+    rm -rf "$work/big/maps$k"
+    mpirun -np $k /usr/bin/time -f "maxrss_kb %M elapsed %e" build/apps/vbagg-predict \
+      --model "$work/big/run1/model.yaml" --out "$work/big/maps$k" -q --threads 1
+  done
+  for f in "$work/big/maps1"/*.tif "$work/big/maps1/units.csv"; do cmp "$f" "$work/big/maps2/$(basename "$f")"; done
 fi

@@ -129,15 +129,20 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   init.seed = settings.train.seed;
   // In an MPI job each process holds its share of the units; the model, the steps and the result
   // are those of one process holding them all (to rounding).
-  const ProcessShare share = share_units(built, d, split.train);
-  const Dataset train_data = share.shared ? Dataset() : subset_bags(d, split.train);
-  const Dataset& train_here = share.shared ? share.local_train : train_data;
-  // Inducing points over every unit's pixels: held-out units and units without counts are
-  // predicted too, and their totals need the correlated part of q.
-  const PixelColumns placement = share.shared ? PixelColumns(d, share.all) : PixelColumns(d.inputs);
-  init.placement = &placement;
-  if (share.shared) init.shard = &share.train;
-  Model model = init_model(spec, kernel, train_here, init);
+  ProcessShare share = share_units(built, d, split.train);
+  Model model;
+  {
+    // The training units' copy only serves the initialisation: it is gone before the fit.
+    const Dataset train_data = share.shared ? Dataset() : subset_bags(d, split.train);
+    const Dataset& train_here = share.shared ? share.local_train : train_data;
+    // Inducing points over every unit's pixels: held-out units and units without counts are
+    // predicted too, and their totals need the correlated part of q.
+    const PixelColumns placement = share.shared ? PixelColumns(d, share.all) : PixelColumns(d.inputs);
+    init.placement = &placement;
+    if (share.shared) init.shard = &share.train;
+    model = init_model(spec, kernel, train_here, init);
+    share.local_train = Dataset();
+  }
   if (model.num_inducing() < init.inducing)
     spdlog::warn("only {} distinct training inputs: using {} inducing points instead of {}", model.num_inducing(),
                  model.num_inducing(), init.inducing);

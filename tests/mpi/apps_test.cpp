@@ -16,10 +16,12 @@ namespace {
 namespace fs = std::filesystem;
 
 // Open MPI's launcher, oversubscribed (3 processes on any machine) and allowed as root (CI
-// containers).
+// containers). Open MPI keeps state in components it unloads before exit, which LeakSanitizer
+// reports from unknown modules: the sanitizer build checks the processes of an MPI job for
+// everything but leaks (the same code in one process is leak-checked by the other tests).
 std::string launcher() {
-  return std::string("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + VBAGG_MPIRUN +
-         " --oversubscribe ";
+  return std::string("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 ") +
+         VBAGG_MPIRUN + " --oversubscribe ";
 }
 
 std::string mpirun(int processes) { return launcher() + "-np " + std::to_string(processes) + " "; }

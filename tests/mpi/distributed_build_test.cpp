@@ -1,0 +1,118 @@
+// io::build_dataset over the processes of an MPI job against one process building everything:
+// the same kept and dropped units, the same notes, and each process's bags equal to the whole
+// build's, pixel for pixel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../io/fixtures.hpp"
+#include "cli/processes.hpp"
+#include "io/build_dataset.hpp"
+
+namespace vbagg {
+namespace {
+
+using test::Feature;
+
+// A 12 x 12 one-degree grid, two covariates and population, eight units of different sizes and
+// three that cannot be used (zero population, outside the grid, no response), and a second
+// source of two coarse units.
+struct Country {
+  test::TempDir dir;
+  io::DataConfig config;
+  test::RasterSpec spec;
+
+  Country() {
+    spec.width = spec.height = 12;
+    spec.y0 = 12;
+    const auto elev = test::field(12, 12, [](int c, int r) { return c + 12.0 * r; });
+    const auto rain = test::field(12, 12, [](int c, int r) { return std::sin(c) + std::cos(r); });
+    auto pop = test::field(12, 12, [](int c, int r) { return 1.0 + (c * 7 + r * 3) % 5; });
+    for (int r = 0; r < 2; ++r)
+      for (int c = 10; c < 12; ++c) pop[static_cast<size_t>(r * 12 + c)] = 0;
+    test::write_raster(dir / "elev.tif", spec, {elev});
+    test::write_raster(dir / "rain.tif", spec, {rain});
+    test::write_raster(dir / "pop.tif", spec, {pop});
+    std::vector<Feature> units;
+    for (int k = 0; k < 8; ++k) {
+      const double x0 = (k % 4) * 2.5, y0 = (k / 4) * 5.0;
+      units.push_back({"u" + std::to_string(k), 10.0 + k, test::box(x0, y0, x0 + 1 + k % 3, y0 + 2 + k % 4)});
+    }
+    units.push_back({std::string("zero"), 3.0, test::box(10, 10, 12, 12)});
+    units.push_back({std::string("outside"), 2.0, test::box(50, 50, 60, 60)});
+    units.push_back({std::string("missing"), std::monostate{}, test::box(0, 10, 2, 12)});
+    test::write_units(dir / "units.gpkg", "GPKG", 4326, units);
+    test::write_units(
+        dir / "provinces.gpkg", "GPKG", 4326,
+        {{std::string("north"), 90.0, test::box(0, 6, 12, 12)}, {std::string("south"), 80.0, test::box(0, 0, 12, 6)}});
+    config.covariates = {{"elev.tif", "", "bilinear"}, {"rain.tif", "", "bilinear"}};
+    config.population = {"pop.tif", "population", "sum"};
+    config.units = {"units.gpkg", "", "ID", "cases", ""};
+    config.units.name = "districts";
+    io::SourceConfig provinces;
+    provinces.units = {"provinces.gpkg", "", "ID", "cases", ""};
+    provinces.units.name = "provinces";
+    config.more_sources = {provinces};
+    config.pixel_assignment = io::PixelAssignment::fraction;
+    config.on_bad_unit = io::BadUnitPolicy::drop;
+  }
+};
+
+TEST(DistributedBuild, EachProcessBuildsItsShareOfTheSameUnits) {
+  Country c;
+  const io::BuiltData whole = io::build_dataset(c.config, c.dir.path.string());
+  const io::BuiltData mine = io::build_dataset(c.config, c.dir.path.string(), cli::processes());
+  ASSERT_EQ(mine.units.size(), whole.units.size());
+  for (size_t u = 0; u < whole.units.size(); ++u) {
+    EXPECT_EQ(mine.units[u].id, whole.units[u].id);
+    EXPECT_EQ(mine.units[u].source, whole.units[u].source);
+    EXPECT_EQ(mine.units[u].pixels, whole.units[u].pixels);
+    EXPECT_EQ(mine.units[u].population, whole.units[u].population);
+  }
+  ASSERT_EQ(mine.dropped.size(), whole.dropped.size());
+  for (size_t k = 0; k < whole.dropped.size(); ++k) EXPECT_EQ(mine.dropped[k].problem, whole.dropped[k].problem);
+  EXPECT_EQ(mine.notes, whole.notes);
+  EXPECT_EQ(mine.warnings, whole.warnings);
+  EXPECT_EQ(mine.covariates, whole.covariates);
+  EXPECT_EQ(io::total_pixels(mine), whole.dataset.num_pixels());
+  // This process's bags, pixel for pixel.
+  const Dataset& d = mine.dataset;
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    const Index g = d.global_bag_of(a);
+    ASSERT_LT(g, whole.dataset.num_bags());
+    EXPECT_EQ(d.bag_ids[static_cast<size_t>(a)], whole.dataset.bag_ids[static_cast<size_t>(g)]);
+    EXPECT_EQ(d.source_of(a), whole.dataset.source_of(g));
+    ASSERT_EQ(d.bag_size(a), whole.dataset.bag_size(g));
+    const Index n = d.bag_size(a);
+    EXPECT_EQ(d.inputs.middleCols(d.bag_begin(a), n), whole.dataset.inputs.middleCols(whole.dataset.bag_begin(g), n));
+    EXPECT_EQ(d.population.segment(d.bag_begin(a), n), whole.dataset.population.segment(whole.dataset.bag_begin(g), n));
+  }
+  // Every unit is held by exactly one process.
+  Vector held = Vector::Zero(static_cast<Index>(whole.units.size()));
+  for (Index a = 0; a < d.num_bags(); ++a) held[d.global_bag_of(a)] += 1;
+  cli::processes().sum(held);
+  EXPECT_EQ(held, Vector::Ones(held.size()));
+  if (cli::process_count() > 1) EXPECT_LT(d.num_bags(), whole.dataset.num_bags());
+}
+
+// A unit that only its builder finds unusable stops every process under on_bad_unit: stop.
+TEST(DistributedBuild, BadUnitsStopEveryProcess) {
+  Country c;
+  c.config.on_bad_unit = io::BadUnitPolicy::stop;
+  std::string whole_error, my_error;
+  try {
+    io::build_dataset(c.config, c.dir.path.string());
+  } catch (const DataError& e) {
+    whole_error = e.what();
+  }
+  try {
+    io::build_dataset(c.config, c.dir.path.string(), cli::processes());
+  } catch (const DataError& e) {
+    my_error = e.what();
+  }
+  EXPECT_NE(whole_error.find("'zero': zero population"), std::string::npos) << whole_error;
+  EXPECT_EQ(my_error, whole_error);
+}
+
+}  // namespace
+}  // namespace vbagg
