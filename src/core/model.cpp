@@ -291,7 +291,7 @@ void check_latents(const Model& model) {
 
 }  // namespace
 
-InducingFactor factor_inducing(const Model& model) {
+InducingFactor factor_inducing(const Model& model, int threads) {
   const Index M = model.num_inducing(), Mq = model.num_q(), Q = model.num_latents();
   if (model.q_mean.size() != Mq || (!model.spec.map_estimate && model.q_chol.rows() != Mq))
     throw ConfigError("q holds " + std::to_string(model.q_mean.size()) + " entries for " + std::to_string(M) +
@@ -323,12 +323,12 @@ InducingFactor factor_inducing(const Model& model) {
   f.Linv = Matrix::Zero(M, M);
   for (Index q = 0; q < Q; ++q) {
     const Index b = model.latent_begin(q), n = model.latent_size(q);
-    f.Linv.block(b, b, n, n) = lower_inverse(f.L.block(b, b, n, n));
+    f.Linv.block(b, b, n, n) = lower_inverse(f.L.block(b, b, n, n), threads);
   }
   return f;
 }
 
-Posterior compute_posterior(const Model& model, const InducingFactor& f, Index task) {
+Posterior compute_posterior(const Model& model, const InducingFactor& f, Index task, int threads) {
   const Index M = model.num_inducing(), Mq = model.num_q(), Q = model.num_latents();
   Posterior p;
   p.task = task;
@@ -349,13 +349,28 @@ Posterior compute_posterior(const Model& model, const InducingFactor& f, Index t
       p.Lambda.block(b, b, n, n) *= model.weight(task, q);
     }
   p.alpha = p.Lambda.transpose() * model.q_mean;
-  p.B = model.q_chol.transpose().triangularView<Eigen::Upper>() * p.Lambda;
-  // Q = blockdiag(Lambda_W^T Lambda_W, 0) - B^T B as two symmetric rank updates (half the flops of
-  // two products).
+  // Lambda is lower triangular (the latents' L_W^{-1} blocks, the fixed effects' identity), and
+  // so is L_v: each product runs by column blocks, over rows j.. of the factors where columns j..
+  // of Lambda are zero above row j.
+  const Matrix& Lm = p.Lambda;
+  p.B.resize(Mq, Mq);
+  for_column_blocks(Mq, threads, [&](Index j, Index w) {
+    p.B.middleCols(j, w).noalias() =
+        model.q_chol.bottomRows(Mq - j).transpose() * Lm.block(j, j, Mq - j, w).triangularView<Eigen::Lower>();
+  });
+  // P = blockdiag(Lambda_W^T Lambda_W, 0) and Q = P - B^T B, their lower triangles (rows j.. of
+  // columns j..), then mirrored.
   p.P = Matrix::Zero(Mq, Mq);
-  p.P.topLeftCorner(M, M).selfadjointView<Eigen::Lower>().rankUpdate(p.Lambda.topLeftCorner(M, M).transpose(), 1.0);
-  p.Q = p.P;
-  p.Q.selfadjointView<Eigen::Lower>().rankUpdate(p.B.transpose(), -1.0);
+  p.Q.resize(Mq, Mq);
+  for_column_blocks(Mq, threads, [&](Index j, Index w) {
+    if (j < M) {
+      const Index c = std::min(w, M - j);
+      p.P.block(j, j, M - j, c).noalias() =
+          Lm.block(j, j, M - j, M - j).transpose().triangularView<Eigen::Upper>() * Lm.block(j, j, M - j, c);
+    }
+    p.Q.block(j, j, Mq - j, w) = p.P.block(j, j, Mq - j, w);
+    p.Q.block(j, j, Mq - j, w).noalias() -= p.B.rightCols(Mq - j).transpose() * p.B.middleCols(j, w);
+  });
   p.P = p.P.selfadjointView<Eigen::Lower>();
   p.Q = p.Q.selfadjointView<Eigen::Lower>();
   return p;

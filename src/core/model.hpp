@@ -293,11 +293,12 @@ struct InducingFactor {
   Vector latent_kdiag;
   double jitter_used = 0;
 };
-InducingFactor factor_inducing(const Model& model);
+// `threads` share the O(M^3) products by fixed column blocks (the result is the same for any count).
+InducingFactor factor_inducing(const Model& model, int threads = 1);
 
 // The posterior of task d from the shared factor (only its products with q, no factorisation), or
 // with its own factor; by default of the task of the model's view, spec.task.
-Posterior compute_posterior(const Model& model, const InducingFactor& factor, Index task);
+Posterior compute_posterior(const Model& model, const InducingFactor& factor, Index task, int threads = 1);
 inline Posterior compute_posterior(const Model& model, Index task) {
   return compute_posterior(model, factor_inducing(model), task);
 }

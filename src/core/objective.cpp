@@ -301,33 +301,47 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
 // L_v), its intercept and mixing weights, and dL/dLinv (the unscaled, shared L^{-1}) and dL/dk_q(x,x)
 // per latent, which finish_gradient takes through the Cholesky of K_WW.
 void task_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g,
-                   ObjectiveValue* moments, Matrix& gLinv, Vector& g_latent_kdiag) {
+                   ObjectiveValue* moments, Matrix& gLinv, Vector& g_latent_kdiag, int threads) {
   Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
   if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
-  const Matrix& Lambda = post.Lambda;
-  const Index M = model.num_inducing(), d = post.task;
+  const Matrix& Lambda = post.Lambda;  // lower triangular, as L_v
+  const Index M = model.num_inducing(), Mq = model.num_q(), d = post.task;
+  const auto Lv = model.q_chol.triangularView<Eigen::Lower>();
   if (moments) {
-    // alpha = Lambda^T m_v; Q = blockdiag(Lambda_W^T Lambda_W, 0) - Lambda^T S_v Lambda; and every
-    // bag term reads T = B K only through T^T T = K^T Lambda^T S_v Lambda K, so
-    // dL/dS_v = L_v^{-T} dL/dB Lambda^T / 2.
     moments->grad_q_mean += Lambda * acc.g_alpha;
     Matrix gS = -(Lambda * gQ * Lambda.transpose());
     if (acc.g_B.size())
       gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Lambda.transpose());
     moments->grad_q_cov += 0.5 * (gS + gS.transpose());
   }
-  // Q = blockdiag(Lambda_W^T Lambda_W, 0) - B^T B, B = L_v^T Lambda, alpha = Lambda^T m_v; only
-  // Lambda's top-left block Lambda_W = blockdiag(w_dq L_q^{-1}) depends on the kernels.
-  Matrix gB = -2.0 * post.B * gQ;
-  if (acc.g_B.size()) gB += acc.g_B;
-  Matrix gLambda = model.q_mean * acc.g_alpha.transpose();
-  gLambda.noalias() += model.q_chol * gB;
+  // Each M x M product by fixed column blocks over the threads (linalg.hpp), with the triangular
+  // factors as such.
+  Matrix gB(Mq, Mq);
+  for_column_blocks(Mq, threads, [&](Index j, Index w) {
+    gB.middleCols(j, w).noalias() = -2.0 * post.B * gQ.middleCols(j, w);
+    if (acc.g_B.size()) gB.middleCols(j, w) += acc.g_B.middleCols(j, w);
+  });
+  Matrix gLambda(Mq, Mq);
+  for_column_blocks(Mq, threads, [&](Index j, Index w) {
+    gLambda.middleCols(j, w).noalias() = model.q_mean * acc.g_alpha.segment(j, w).transpose();
+    gLambda.middleCols(j, w).noalias() += Lv * gB.middleCols(j, w);
+  });
   Matrix gLambdaW = gLambda.topLeftCorner(M, M);
   Matrix gPrior = gQ.topLeftCorner(M, M);  // Q and P = Q + B^T B share the prior part
   if (acc.g_P_lower.size()) gPrior += Matrix(acc.g_P_lower.selfadjointView<Eigen::Lower>()).topLeftCorner(M, M);
-  gLambdaW.noalias() += 2.0 * Lambda.topLeftCorner(M, M) * gPrior;
+  const auto LambdaW = Lambda.topLeftCorner(M, M).triangularView<Eigen::Lower>();
+  for_column_blocks(M, threads, [&](Index j, Index w) {
+    const Matrix product = LambdaW * gPrior.middleCols(j, w);
+    gLambdaW.middleCols(j, w) += 2.0 * product;
+  });
+  // The lower triangle of Lambda gB^T: rows j.. of columns j.., from rows j.. of Lambda.
+  Matrix gLchol = Matrix::Zero(Mq, Mq);
+  for_column_blocks(Mq, threads, [&](Index j, Index w) {
+    gLchol.block(j, j, Mq - j, w).noalias() = Lambda.bottomRows(Mq - j) * gB.middleRows(j, w).transpose();
+    gLchol.block(j, j, w, w).triangularView<Eigen::StrictlyUpper>().setZero();
+  });
+  g.q_chol += gLchol;
   g.q_mean += Lambda * acc.g_alpha;
-  g.q_chol += (Lambda * gB.transpose()).triangularView<Eigen::Lower>().toDenseMatrix();
   if (d == 0)
     g.mean += acc.g_mean;
   else
@@ -353,11 +367,20 @@ void task_gradient(const Model& model, const Posterior& post, const Accumulator&
 // From dL/dLinv and dL/dk_q(x,x) through the Cholesky of the block-diagonal K_WW + eps I to every
 // latent's kernel and inducing inputs.
 void finish_gradient(const Model& model, const Posterior& post, const Matrix& gLinv, const Vector& g_latent_kdiag,
-                     ModelGradient& g) {
+                     ModelGradient& g, int threads) {
   const Matrix& Linv = post.Linv;
-  // Linv = L^{-1}: dL = -Linv^T dLinv Linv^T; then the Cholesky of K_WW + eps I.
-  const Matrix gL = (-(Linv.transpose() * gLinv * Linv.transpose())).triangularView<Eigen::Lower>();
-  const Matrix gK = cholesky_backward(post.L, Linv, gL);
+  const Index M = Linv.rows();
+  // gL = lower(-L^{-T} gLinv L^{-T}). Column c of gLinv L^{-T} reads columns ..c of gLinv, as
+  // L^{-T} is upper triangular; its lower rows j.. take rows j.. of L^{-T} (upper) from the left.
+  Matrix gL = Matrix::Zero(M, M);
+  for_column_blocks(M, threads, [&](Index j, Index w) {
+    const Matrix right = gLinv.leftCols(j + w) * Linv.block(j, 0, w, j + w).transpose();
+    gL.block(j, j, M - j, w).noalias() =
+        Linv.bottomRightCorner(M - j, M - j).transpose().triangularView<Eigen::Upper>() * right.bottomRows(M - j);
+    gL.block(j, j, M - j, w) *= -1.0;
+    gL.block(j, j, w, w).triangularView<Eigen::StrictlyUpper>().setZero();
+  });
+  const Matrix gK = cholesky_backward(post.L, Linv, gL, threads);
   Index k = 0;
   for (Index q = 0; q < model.num_latents(); ++q) {
     const Kernel& kernel = model.kernel_of(q);
@@ -429,9 +452,10 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // One posterior per task from one factorisation of K_WW: the tasks differ only in how Lambda's
   // blocks are scaled.
   const Index tasks = model.spec.num_tasks();
-  const InducingFactor factor = factor_inducing(model);
+  const int threads = std::max(1, options.threads);
+  const InducingFactor factor = factor_inducing(model, threads);
   std::vector<Posterior> posts;
-  for (Index d = 0; d < tasks; ++d) posts.push_back(compute_posterior(model, factor, d));
+  for (Index d = 0; d < tasks; ++d) posts.push_back(compute_posterior(model, factor, d, threads));
   std::vector<SourceTerm> sources;
   std::vector<BagNeeds> needs;
   for (Index s = 0; s < model.spec.num_sources(); ++s) {
@@ -476,7 +500,6 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
   // keeps one workspace for all its slots.
   std::vector<std::exception_ptr> errors(slots);
-  const int threads = std::max(1, options.threads);
   std::vector<Workspace> workspaces(threads);
   // Slots are taken dynamically: a slot's bags and its accumulator do not depend on which thread
   // runs it, and minibatches of a few bags of very different sizes stay balanced.
@@ -516,8 +539,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     Vector g_latent_kdiag = Vector::Zero(model.num_latents());
     for (Index d = 0; d < tasks; ++d)
       task_gradient(model, posts[static_cast<size_t>(d)], acc[static_cast<size_t>(d)], g, moments ? &out : nullptr,
-                    gLinv, g_latent_kdiag);
-    finish_gradient(model, posts[0], gLinv, g_latent_kdiag, g);
+                    gLinv, g_latent_kdiag, threads);
+    finish_gradient(model, posts[0], gLinv, g_latent_kdiag, g, threads);
   }
   Vector g_data = with_grad ? g.pack(model) : Vector();
   if (processes.size() > 1) sum_over_processes(processes, failure, out, g_data);
