@@ -15,8 +15,9 @@ namespace {
 
 // Log-uniform sizes in [lo, hi] with the smallest and largest present, adjusted to sum to total.
 std::vector<Index> bag_sizes(const ProblemOptions& o, std::mt19937_64& rng) {
-  if (o.bags < 2 || o.pixels < o.bags * o.min_bag || o.pixels > o.bags * o.max_bag)
-    throw std::invalid_argument("pixels cannot be split into bags of the given sizes");
+  // One bag of each extreme size (raw[0], raw[1] below), the others between.
+  if (o.bags < 2 || o.pixels < (o.bags - 1) * o.min_bag + o.max_bag || o.pixels > (o.bags - 1) * o.max_bag + o.min_bag)
+    throw std::invalid_argument("pixels cannot be split into bags of the given sizes (one of each extreme size)");
   std::uniform_real_distribution<double> u(std::log(static_cast<double>(o.min_bag)),
                                            std::log(static_cast<double>(o.max_bag)));
   std::vector<double> raw(o.bags);

@@ -35,27 +35,35 @@ struct Accumulator {
 
   // Mq entries of q (M inducing values, then the fixed effects), D inputs, P kernel parameters;
   // `needs` lists what the sources' bag terms read.
-  Accumulator(Index Mq, Index D, Index M, Index P, Index linear, Index likelihood_params, Index unit_params,
-              const std::vector<BagNeeds>& needs) {
+  // Zeroed, in the shapes the evaluation needs. The storage is kept from the last evaluation
+  // (accumulator_pool): allocating and faulting in fresh M x M matrices every step cost more than
+  // zeroing warm ones.
+  void reset(Index Mq, Index D, Index M, Index P, Index linear, Index likelihood_params, Index unit_params,
+             const std::vector<BagNeeds>& needs) {
     auto any = [&](BagNeeds n) { return std::find(needs.begin(), needs.end(), n) != needs.end(); };
-    g_linear = Vector::Zero(linear);
-    g_unit = Vector::Zero(unit_params);
-    g_alpha = Vector::Zero(Mq);
-    g_Q_lower = Matrix::Zero(Mq, Mq);
-    if (any(BagNeeds::exact)) g_Q = Matrix::Zero(Mq, Mq);
-    if (any(BagNeeds::nystrom) || any(BagNeeds::residual)) g_B = Matrix::Zero(Mq, Mq);
-    if (any(BagNeeds::residual)) g_P_lower = Matrix::Zero(Mq, Mq);
-    g_kernel = Vector::Zero(P);
-    g_likelihood = Vector::Zero(likelihood_params);
-    g_inducing = Matrix::Zero(D, M);
+    auto zero_or_free = [](Matrix& m, bool used, Index n) {
+      if (used)
+        m.setZero(n, n);
+      else
+        m.resize(0, 0);
+    };
+    value = 0;
+    g_mean = g_kdiag = 0;
+    g_linear.setZero(linear);
+    g_unit.setZero(unit_params);
+    g_alpha.setZero(Mq);
+    g_Q_lower.setZero(Mq, Mq);
+    zero_or_free(g_Q, any(BagNeeds::exact), Mq);
+    zero_or_free(g_B, any(BagNeeds::nystrom) || any(BagNeeds::residual), Mq);
+    zero_or_free(g_P_lower, any(BagNeeds::residual), Mq);
+    g_kernel.setZero(P);
+    g_likelihood.setZero(likelihood_params);
+    g_inducing.setZero(D, M);
   }
-  void add(const Accumulator& o) {
+  // Adds o's scalars and vectors and its D x M inducing gradient.
+  void add_small(const Accumulator& o) {
     value += o.value;
     g_alpha += o.g_alpha;
-    g_Q_lower += o.g_Q_lower;
-    if (g_Q.size()) g_Q += o.g_Q;
-    if (g_B.size()) g_B += o.g_B;
-    if (g_P_lower.size()) g_P_lower += o.g_P_lower;
     g_mean += o.g_mean;
     g_kdiag += o.g_kdiag;
     g_linear += o.g_linear;
@@ -64,10 +72,21 @@ struct Accumulator {
     g_inducing += o.g_inducing;
     g_unit += o.g_unit;
   }
+  // Adds columns [j, j + w) of o's M x M matrices.
+  void add_columns(const Accumulator& o, Index j, Index w) {
+    g_Q_lower.middleCols(j, w) += o.g_Q_lower.middleCols(j, w);
+    if (g_Q.size()) g_Q.middleCols(j, w) += o.g_Q.middleCols(j, w);
+    if (g_B.size()) g_B.middleCols(j, w) += o.g_B.middleCols(j, w);
+    if (g_P_lower.size()) g_P_lower.middleCols(j, w) += o.g_P_lower.middleCols(j, w);
+  }
 };
 
-// How the bags of one source are evaluated: the source's view of the spec, its parameters and unit
-// effect, where its gradients go, and what its bag term reads.
+// The accumulators of the evaluations run from this thread, kept between them.
+std::vector<Accumulator>& accumulator_pool() {
+  static thread_local std::vector<Accumulator> pool;
+  return pool;
+}
+
 struct SourceTerm {
   ModelSpec spec;
   const Posterior* post = nullptr;  // of the source's task
@@ -490,12 +509,12 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   const Index unit_params = with_grad ? param_slice(model, ParamBlockId::unit_effect).size : 0;
 
   // acc[s * tasks + d]: slot s's sums over the bags of task d.
-  std::vector<Accumulator> acc;
-  acc.reserve(static_cast<size_t>(slots * tasks));
+  std::vector<Accumulator>& acc = accumulator_pool();
+  if (acc.size() < static_cast<size_t>(slots * tasks)) acc.resize(static_cast<size_t>(slots * tasks));
   for (int s = 0; s < slots * tasks; ++s)
-    acc.emplace_back(with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_coefficients(),
-                     param_slice(model, ParamBlockId::likelihood).size, unit_params,
-                     with_grad ? needs : std::vector<BagNeeds>{});
+    acc[static_cast<size_t>(s)].reset(
+        with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_coefficients(),
+        param_slice(model, ParamBlockId::likelihood).size, unit_params, with_grad ? needs : std::vector<BagNeeds>{});
 
   // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
   // keeps one workspace for all its slots.
@@ -523,7 +542,14 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // whether any failed, in the reduction below, so that all of them leave the step together.
   if (failure && processes.size() == 1) std::rethrow_exception(failure);
   for (Index d = 0; d < tasks; ++d)
-    for (int s = 1; s < slots; ++s) acc[static_cast<size_t>(d)].add(acc[static_cast<size_t>(s * tasks + d)]);
+    for (int s = 1; s < slots; ++s) acc[static_cast<size_t>(d)].add_small(acc[static_cast<size_t>(s * tasks + d)]);
+  // The M x M sums by column blocks over the threads, each column in slot order.
+  if (with_grad)
+    for_column_blocks(Mq, threads, [&](Index j, Index w) {
+      for (Index d = 0; d < tasks; ++d)
+        for (int s = 1; s < slots; ++s)
+          acc[static_cast<size_t>(d)].add_columns(acc[static_cast<size_t>(s * tasks + d)], j, w);
+    });
 
   ObjectiveValue out;
   for (Index d = 0; d < tasks; ++d) out.data_term += acc[static_cast<size_t>(d)].value;
