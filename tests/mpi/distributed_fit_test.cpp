@@ -90,7 +90,8 @@ TEST(Distributed, ObjectiveMatchesOneProcess) {
   }
 }
 
-// Initialisation sees the whole data through samples and bag summaries: the same model.
+// Initialisation sees the whole data through samples and bag summaries: the same inducing inputs
+// and kernel, and starting rates from bag sums that may differ in the last bit.
 TEST(Distributed, InitialModelMatchesOneProcess) {
   const Dataset data = count_data(6);
   const std::vector<Index> train{0, 2, 3, 5, 7, 8, 10, 11, 13, 14, 16, 18, 19, 20, 22};
@@ -108,8 +109,8 @@ TEST(Distributed, InitialModelMatchesOneProcess) {
   o.placement = &shared_pixels;
   o.shard = &s.train;
   const Model m = init_model(spec, kernel, s.local_train, o);
-  EXPECT_EQ(0.0, relative_difference(m.pack(), m1.pack()));
-  EXPECT_EQ(0.0, relative_difference(m.inducing.reshaped(), m1.inducing.reshaped()));
+  EXPECT_LT(relative_difference(m.pack(), m1.pack()), 1e-14);  // bag sums may differ in the last bit
+  EXPECT_EQ(0.0, relative_difference(m.inducing.reshaped(), m1.inducing.reshaped()));  // the same sample
 }
 
 struct FitCase {
