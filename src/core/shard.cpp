@@ -116,14 +116,4 @@ Shard subset_shard(const Shard& whole, const Dataset& local, const std::vector<I
   return s;
 }
 
-Shard whole_data(const Dataset& data) {
-  Shard shard;
-  shard.processes = &one_process();
-  shard.local.resize(static_cast<size_t>(data.num_bags()));
-  std::iota(shard.local.begin(), shard.local.end(), Index{0});
-  for (Index a = 0; a < data.num_bags(); ++a) shard.pixels.push_back(data.bag_size(a));
-  shard.summary = collapse_bags(data);
-  return shard;
-}
-
 }  // namespace vbagg

@@ -48,7 +48,4 @@ Shard make_shard(const Dataset& local, const std::vector<std::string>& ids, cons
 // `local_subset` this process's share of them, taken from its share `local` of the whole.
 Shard subset_shard(const Shard& whole, const Dataset& local, const std::vector<Index>& bags, Dataset& local_subset);
 
-// The shard of a run in one process: every bag is local and the summary is collapse_bags(data).
-Shard whole_data(const Dataset& data);
-
 }  // namespace vbagg
