@@ -266,10 +266,6 @@ std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed) {
   return sample_columns(n, 1000, rng);
 }
 
-void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed) {
-  init_kernel_median_heuristic(kernel, PixelColumns(inputs).gather(median_heuristic_sample(inputs.cols(), seed)));
-}
-
 void init_kernel_median_heuristic(Kernel& kernel, const Matrix& sample) {
   const Index sample_size = sample.cols();
   for (auto& p : kernel.parts()) {

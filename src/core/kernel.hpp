@@ -73,11 +73,10 @@ class Kernel {
 // `space` (matern12|matern32|matern52|rbf|none) on the following num_coords rows.
 Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords);
 
-// Sets every variance to 1 and every lengthscale to the median pairwise distance of a seeded
-// subsample of the part's inputs (the median heuristic).
-void init_kernel_median_heuristic(Kernel& kernel, const Matrix& inputs, unsigned long long seed);
-// The same in two steps, for inputs spread over processes: the columns of n to sample, then the
-// heuristic on those columns.
+// The median heuristic, in two steps so that the inputs may be spread over processes
+// (PixelColumns::gather in between): the seeded subsample's columns among n inputs, then every
+// variance set to 1 and every lengthscale to the median pairwise distance of the part's inputs
+// in the sampled columns.
 std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed);
 void init_kernel_median_heuristic(Kernel& kernel, const Matrix& sample);
 
