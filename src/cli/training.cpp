@@ -99,9 +99,7 @@ ProcessShare share_units(const io::BuiltData& built, const Dataset& d, const std
   const Collective& world = processes();
   if (world.size() == 1) return s;
   s.shared = true;
-  std::vector<std::string> ids;
-  for (const auto& u : built.units) ids.push_back(u.id);
-  s.all = make_shard(d, ids, world);
+  s.all = make_shard(d, ids_of(built, all_units(built)), world);
   s.train = subset_shard(s.all, d, train, s.local_train);
   // The spread of the work: every process's pixels, summed into the leading process's log.
   Vector load = Vector::Zero(world.size());
