@@ -211,6 +211,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.optimizer = choose_optimizer(settings, training_pixels);
   o.learning_rate = t.learning_rate;
   o.natgrad_step = t.natgrad_step;
+  o.schedule = t.schedule;
   o.epochs = t.epochs;
   o.first_stage_epochs = t.first_stage_epochs;
   o.batch_bags = t.batch_bags;

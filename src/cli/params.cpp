@@ -300,6 +300,16 @@ std::vector<Param> make_params() {
        "not for model.kind nystrom, a point estimate)."},
       {"train.learning_rate", T::real, "0.01", {}, 1e-12, 10, "Adam step size."},
       {"train.natgrad_step", T::real, "0.1", {}, 1e-6, 1, "natgrad: size of the natural-gradient steps for q(v)."},
+      {"train.schedule",
+       T::choice,
+       "constant",
+       {"constant", "cosine"},
+       -kInf,
+       kInf,
+       "adam and natgrad: how the learning rate and natural-gradient step change over train.epochs. constant: "
+       "they keep their values; cosine: they fall along half a cosine to 0 at the last epoch, so the fit ends "
+       "at a point rather than wandering in the minibatch noise (set train.epochs to the budget: the fit runs "
+       "them all unless train.tolerance or early stopping ends it sooner)."},
       {"train.epochs",
        T::integer,
        "300",

@@ -53,6 +53,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (optimizer != "auto") t.optimizer = parse_optimizer(optimizer);
   t.learning_rate = r.real("train.learning_rate");
   t.natgrad_step = r.real("train.natgrad_step");
+  t.schedule = parse_schedule(r.text("train.schedule"));
   t.epochs = static_cast<int>(r.integer("train.epochs"));
   t.first_stage_epochs = static_cast<int>(r.integer("train.first_stage_epochs"));
   t.batch_bags = r.integer("train.batch_bags");

@@ -31,6 +31,7 @@ struct Settings {
   } model;
   struct Train {
     std::optional<Optimizer> optimizer;  // nullopt: auto
+    Schedule schedule = Schedule::constant;
     double learning_rate = 0, natgrad_step = 0, tolerance = 0, holdout_fraction = 0;
     int epochs = 0, first_stage_epochs = 0, patience = 0, threads = 0;
     Index batch_bags = 0;

@@ -34,6 +34,13 @@ std::string to_string(Optimizer o) {
   return "?";
 }
 
+Schedule parse_schedule(const std::string& s) {
+  if (s == "constant") return Schedule::constant;
+  if (s == "cosine") return Schedule::cosine;
+  throw ConfigError("unknown schedule '" + s + "' (allowed: constant, cosine)");
+}
+std::string to_string(Schedule s) { return s == Schedule::cosine ? "cosine" : "constant"; }
+
 namespace {
 
 // Latents 1.. of a model with shared latent fields: latent 0's kernel with lengthscales doubled
@@ -227,6 +234,22 @@ void interleave_sources(std::vector<Index>& order, const Dataset& data) {
   for (size_t k = 0; k < order.size(); ++k) order[k] = keyed[k].second;
 }
 
+// The factor on the step sizes in this epoch of `epochs` (FitOptions::schedule).
+double schedule_factor(Schedule s, int epoch, int epochs) {
+  if (s == Schedule::constant) return 1.0;
+  return 0.5 * (1 + std::cos(M_PI * static_cast<double>(epoch - 1) / static_cast<double>(epochs)));
+}
+
+// natgrad from the prior: the kernel and mean stay at their start for the first epochs, while the
+// natural-gradient steps bring q from the prior to the data. Their gradients there are up to
+// 1000 times those of the rest of the fit, and Adam would carry that scale in its second moment.
+constexpr int kNatgradHoldEpochs = 2;
+// natgrad: Adam's second-moment decay for the kernel and mean. Their gradient scale keeps
+// falling as q and the kernel settle, and the usual 0.999 (a memory of ~1000 steps) would keep
+// the steps that much too small for tens of epochs; 0.9 follows the scale within ~10 steps.
+// (Adam on q itself, with its 10^5 entries, keeps 0.999.)
+constexpr double kNatgradBeta2 = 0.9;
+
 // Entries of the gradient that stay zero, so their parameters keep their values.
 void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
 
@@ -247,9 +270,13 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   double step_size = o.natgrad_step;
   Vector theta = model.pack();
   Vector m1 = Vector::Zero(theta.size()), m2 = Vector::Zero(theta.size());
-  const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  const double b1 = 0.9, b2 = natural ? kNatgradBeta2 : 0.999, eps = 1e-8;
   double lr = o.learning_rate;
-  long step = 0;
+  long step = 0, adam_steps = 0;
+  // Held only when q starts at the prior (not in a second stage or a resumed fit) and the fit is
+  // long enough to spare the epochs.
+  const bool from_prior = model.q_mean.isZero(0) && model.q_chol.isIdentity(0);
+  const int hold = natural && from_prior && o.epochs >= 10 * kNatgradHoldEpochs ? kNatgradHoldEpochs : 0;
   FitResult res;
   ConvergenceTest convergence(o.tolerance);
   std::vector<Index> order = train;
@@ -259,6 +286,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
     for (Index i = n - 1; i > 0; --i)
       std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
     interleave_sources(order, bag_table(data, o));
+    const double decay = schedule_factor(o.schedule, epoch, o.epochs);
     double sum = 0;
     int batches = 0;
     for (Index start = 0; start < n; start += batch) {
@@ -294,15 +322,20 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       ++batches;
       ++step;
       // Ascent on the ELBO.
-      m1 = b1 * m1 + (1 - b1) * g;
-      m2 = b2 * m2 + (1 - b2) * g.cwiseAbs2();
-      const double c1 = 1 - std::pow(b1, static_cast<double>(step)), c2 = 1 - std::pow(b2, static_cast<double>(step));
-      const Index rest = theta.size() - q_params;
-      theta.tail(rest).array() += lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
+      if (epoch > hold) {
+        ++adam_steps;
+        m1 = b1 * m1 + (1 - b1) * g;
+        m2 = b2 * m2 + (1 - b2) * g.cwiseAbs2();
+        const double c1 = 1 - std::pow(b1, static_cast<double>(adam_steps)),
+                     c2 = 1 - std::pow(b2, static_cast<double>(adam_steps));
+        const Index rest = theta.size() - q_params;
+        theta.tail(rest).array() +=
+            decay * lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
+      }
       if (natural) {
         // A precision that is not positive definite (possible for the square link, whose
         // likelihood is not log-concave in f) halves the step until it is.
-        double gamma = step_size;
+        double gamma = decay * step_size;
         while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
         theta.head(q_params) = model.pack().head(q_params);
       }
@@ -311,7 +344,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
     EpochInfo info;
     info.epoch = epoch;
     info.elbo = batches ? sum / batches : NAN;
-    info.learning_rate = lr;
+    info.learning_rate = decay * lr;
     info.holdout_nll = holdout.update(model, epoch);
     info.seconds = seconds_since(t0);
     res.epochs = epoch;

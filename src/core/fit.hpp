@@ -37,6 +37,14 @@ enum class Optimizer { adam, lbfgs, natgrad };
 Optimizer parse_optimizer(const std::string& s);
 std::string to_string(Optimizer o);
 
+// How Adam's learning rate and the natural-gradient step change over the epochs of adam and
+// natgrad fits. constant: they keep their values. cosine: both fall along half a cosine from
+// their values at the first epoch towards 0 after the last, so the end point is not left
+// wandering in the minibatch noise (L-BFGS has no step to schedule).
+enum class Schedule { constant, cosine };
+Schedule parse_schedule(const std::string& s);
+std::string to_string(Schedule s);
+
 struct EpochInfo {
   int epoch = 0;             // 1-based; for L-BFGS one full-batch evaluation
   double elbo = 0;           // mean over the epoch's minibatches of the scaled ELBO estimate
@@ -49,6 +57,7 @@ struct FitOptions {
   Optimizer optimizer = Optimizer::adam;
   double learning_rate = 0.01;
   double natgrad_step = 0.1;  // natgrad: step size in (0, 1] of the natural-gradient steps
+  Schedule schedule = Schedule::constant;
   int epochs = 300;
   Index batch_bags = 16;
   // Stop when the epoch objective (for L-BFGS the best so far) moved by less than this, relative,

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "core/baselines.hpp"
 #include "core/metrics.hpp"
 #include "core/objective.hpp"
@@ -160,6 +162,56 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
   const Prediction p = predict(model, roll.data.inputs, po);
   const Vector constant = constant_rate(roll.data);
   EXPECT_LT(mean_squared_error(p.mean, roll.rate), 0.8 * mean_squared_error(constant, roll.rate));
+}
+
+TEST(Schedule, ParsesAndNamesItsChoices) {
+  for (const Schedule s : {Schedule::constant, Schedule::cosine}) EXPECT_EQ(parse_schedule(to_string(s)), s);
+  EXPECT_THROW(parse_schedule("linear"), ConfigError);
+}
+
+// The parameters' move over the last epoch, and the learning rate of every epoch, of an Adam fit.
+struct ScheduledFit {
+  double last_move;
+  std::vector<double> rates;
+};
+
+ScheduledFit fit_with(Schedule schedule, int epochs) {
+  const SwissRoll roll = small_roll();
+  ModelSpec spec;
+  InitOptions init;
+  init.inducing = 20;
+  Model model = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  std::vector<Index> train(roll.data.num_bags());
+  for (Index a = 0; a < roll.data.num_bags(); ++a) train[a] = a;
+  FitOptions fo;
+  fo.epochs = epochs;
+  fo.learning_rate = 0.02;
+  fo.batch_bags = 10;
+  fo.schedule = schedule;
+  ScheduledFit out{0, {}};
+  Vector before = model.pack();
+  fo.on_epoch = [&](const EpochInfo& e) {
+    out.rates.push_back(e.learning_rate);
+    const Vector now = model.pack();
+    out.last_move = (now - before).norm();
+    before = now;
+    return true;
+  };
+  fit(model, roll.data, train, {}, fo);
+  return out;
+}
+
+// cosine: the learning rate falls along half a cosine to near 0, and the fit ends nearly still,
+// where a constant rate keeps moving in the minibatch noise.
+TEST(Schedule, CosineEndsTheFitAtAPoint) {
+  const int epochs = 30;
+  const ScheduledFit cosine = fit_with(Schedule::cosine, epochs), constant = fit_with(Schedule::constant, epochs);
+  ASSERT_EQ(cosine.rates.size(), static_cast<size_t>(epochs));
+  for (int e = 1; e <= epochs; ++e) {
+    EXPECT_NEAR(cosine.rates[static_cast<size_t>(e - 1)], 0.02 * 0.5 * (1 + std::cos(M_PI * (e - 1) / epochs)), 1e-15);
+    EXPECT_EQ(constant.rates[static_cast<size_t>(e - 1)], 0.02);
+  }
+  EXPECT_LT(cosine.last_move, 0.1 * constant.last_move);
 }
 
 }  // namespace

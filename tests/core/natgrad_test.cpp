@@ -5,7 +5,9 @@
 
 #include <Eigen/Cholesky>
 
+#include "core/fit.hpp"
 #include "core/objective.hpp"
+#include "core/param_layout.hpp"
 #include "test_util.hpp"
 
 namespace vbagg {
@@ -109,6 +111,51 @@ TEST(NaturalGradient, ConvergesForThePoissonBagModel) {
     prev = v.elbo;
   }
   EXPECT_LE(g.head(q).norm(), 0.05 * g_start);
+}
+
+// The parameters after q's (mean and kernel) after every epoch of a natgrad fit.
+std::vector<Vector> hyperparameters_by_epoch(Model& model, const Dataset& data, int epochs) {
+  FitOptions o;
+  o.optimizer = Optimizer::natgrad;
+  o.epochs = epochs;
+  o.batch_bags = 4;
+  o.natgrad_step = 0.3;
+  o.learning_rate = 0.05;
+  const ParamSlice q = param_slice(model, ParamBlockId::q_chol);
+  const Index after_q = q.offset + q.size;
+  std::vector<Vector> out{model.pack().tail(model.num_params() - after_q)};
+  o.on_epoch = [&](const EpochInfo&) {
+    out.push_back(model.pack().tail(model.num_params() - after_q));
+    return true;
+  };
+  std::vector<Index> all(static_cast<size_t>(data.num_bags()));
+  for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+  fit(model, data, all, {}, o);
+  return out;
+}
+
+// From the prior, the kernel and mean wait two epochs while q reaches the data (their gradients
+// there would set Adam's scale for the rest of the fit); from a fitted q they move at once.
+TEST(NaturalGradientFit, HoldsTheKernelWhileQLeavesThePrior) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  const Dataset data = test::random_dataset(12, 3, 10, kD, spec.likelihood, 31);
+  Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 32);
+  const Model fitted_q = model;
+  model.q_mean.setZero();
+  model.q_chol.setIdentity();
+  const std::vector<Vector> from_prior = hyperparameters_by_epoch(model, data, 20);
+  EXPECT_EQ(from_prior[1], from_prior[0]);
+  EXPECT_EQ(from_prior[2], from_prior[0]);
+  EXPECT_GT((from_prior[3] - from_prior[2]).norm(), 1e-4);
+  Model resumed = fitted_q;
+  const std::vector<Vector> from_fit = hyperparameters_by_epoch(resumed, data, 20);
+  EXPECT_GT((from_fit[1] - from_fit[0]).norm(), 1e-4);
+  // A fit too short to spare the epochs does not hold them.
+  Model short_fit = fitted_q;
+  short_fit.q_mean.setZero();
+  short_fit.q_chol.setIdentity();
+  const std::vector<Vector> brief = hyperparameters_by_epoch(short_fit, data, 5);
+  EXPECT_GT((brief[1] - brief[0]).norm(), 1e-4);
 }
 
 TEST(NaturalGradient, RefusesAMapEstimate) {
