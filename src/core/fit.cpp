@@ -250,6 +250,11 @@ constexpr int kNatgradHoldEpochs = 2;
 // (Adam on q itself, with its 10^5 entries, keeps 0.999.)
 constexpr double kNatgradBeta2 = 0.9;
 
+// A minibatch objective this many times worse than the first step's has diverged: natural-gradient
+// steps on a few bags can overshoot where the exp link's curvature grows, sending q's mean far
+// out and the objective to -10^100 while it stays finite. It is rolled back like a non-finite one.
+constexpr double kDivergence = 1e6;
+
 // Entries of the gradient that stay zero, so their parameters keep their values.
 void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
 
@@ -273,6 +278,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   const double b1 = 0.9, b2 = natural ? kNatgradBeta2 : 0.999, eps = 1e-8;
   double lr = o.learning_rate;
   long step = 0, adam_steps = 0;
+  double first_magnitude = INFINITY;  // |objective| at the first step, once known
   // Held only when q starts at the prior (not in a second stage or a resumed fit) and the fit is
   // long enough to spare the epochs.
   const bool from_prior = model.q_mean.isZero(0) && model.q_chol.isIdentity(0);
@@ -294,21 +300,25 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       const std::vector<Index> mine = held_here(bags, o);
       Vector g;
       ObjectiveValue v;
-      // A non-finite objective rolls back the step that led here and retries this batch with a
-      // halved learning rate; 20 halvings in a row mean the data cannot be fitted.
+      // A non-finite or diverged objective rolls back the step that led here and retries this
+      // batch with halved steps; 20 halvings in a row mean the data cannot be fitted.
       for (int tries = 0;; ++tries) {
         bool ok = true;
         try {
           obj.draw_step = static_cast<unsigned long long>(step);  // fresh draws every step (and retry)
           v = elbo(model, data, mine, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
-          ok = finite(v, g);
+          ok = finite(v, g) && !(v.elbo < -kDivergence * first_magnitude);
         } catch (const NumericalError&) {
           ok = false;
         }
-        if (ok) break;
+        if (ok) {
+          if (first_magnitude == INFINITY) first_magnitude = std::max(1.0, std::abs(v.elbo));
+          break;
+        }
         if (tries == 20)
-          throw NumericalError("the objective stayed non-finite after 20 step reductions (learning rate " +
-                               std::to_string(lr) + "); the data or settings cannot be fitted");
+          throw NumericalError("the objective stayed non-finite or diverged after 20 step reductions (learning rate " +
+                               std::to_string(lr) + "); the data or settings cannot be fitted" +
+                               (natural ? " (try a smaller train.natgrad_step or a larger train.batch_bags)" : ""));
         theta = last_good;
         model.unpack(theta);
         lr *= 0.5;

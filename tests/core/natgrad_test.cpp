@@ -158,6 +158,38 @@ TEST(NaturalGradientFit, HoldsTheKernelWhileQLeavesThePrior) {
   EXPECT_GT((brief[1] - brief[0]).norm(), 1e-4);
 }
 
+// Natural-gradient steps on two bags at a time overshoot where the exp link's curvature grows;
+// without a guard q's mean ran off and the epoch objective reached -1e266 while staying finite.
+// A step that diverges is rolled back with halved steps, so the fit stays near its start's scale.
+TEST(NaturalGradientFit, RollsBackDivergedSteps) {
+  for (unsigned seed : {2u, 3u, 6u}) {
+    Dataset data = test::random_dataset(40, 5, 60, kD, LikelihoodKind::poisson, seed);
+    for (Index a = 0; a < data.num_bags(); a += 5) data.response[a] *= 200;  // a few large counts
+    InitOptions init;
+    init.inducing = 15;
+    Model model = init_model(ModelSpec{}, make_kernel("ard", "none", kD, 0), data, init);
+    const double start = elbo(model, data, nullptr).elbo;
+    FitOptions o;
+    o.optimizer = Optimizer::natgrad;
+    o.natgrad_step = 0.3;
+    o.batch_bags = 2;
+    o.epochs = 30;
+    o.learning_rate = 0.05;
+    double worst = 0;
+    o.on_epoch = [&](const EpochInfo& e) {
+      worst = std::min(worst, e.elbo);
+      return true;
+    };
+    std::vector<Index> all(static_cast<size_t>(data.num_bags()));
+    for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+    const FitResult r = fit(model, data, all, {}, o);
+    EXPECT_GT(r.recovered_steps, 0) << "seed " << seed;
+    EXPECT_GT(worst, 1e7 * start) << "seed " << seed;
+    ASSERT_TRUE(model.pack().allFinite()) << "seed " << seed;
+    EXPECT_GT(elbo(model, data, nullptr).elbo, 1e7 * start) << "seed " << seed;
+  }
+}
+
 TEST(NaturalGradient, RefusesAMapEstimate) {
   ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
   spec.map_estimate = true;
