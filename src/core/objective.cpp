@@ -7,6 +7,7 @@
 #include "likelihood.hpp"
 #include "linalg.hpp"
 #include "param_layout.hpp"
+#include "shard.hpp"
 
 namespace vbagg {
 
@@ -516,18 +517,24 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
         with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_coefficients(),
         param_slice(model, ParamBlockId::likelihood).size, unit_params, with_grad ? needs : std::vector<BagNeeds>{});
 
-  // Slot s handles bags s, s + slots, ... in order; slots are spread over threads, and each thread
-  // keeps one workspace for all its slots.
+  // The bags are shared over the slots by their pixels, largest first to the least loaded slot
+  // (so the largest lands in slot 0); slots are spread over threads, and each thread keeps one
+  // workspace for all its slots. A slot's bags depend on the bag list only, never on the threads.
+  std::vector<Index> pixels(bags.size());
+  for (size_t k = 0; k < bags.size(); ++k) pixels[k] = data.bag_size(bags[k]);
+  const std::vector<int> slot_of = assign_bags(pixels, slots);
   std::vector<std::exception_ptr> errors(slots);
   std::vector<Workspace> workspaces(threads);
-  // Slots are taken dynamically: a slot's bags and its accumulator do not depend on which thread
-  // runs it, and minibatches of a few bags of very different sizes stay balanced.
+  // Slots are taken dynamically in order: a slot's bags and its accumulator do not depend on which
+  // thread runs it, and the largest bags start first, so minibatches of a few bags of very
+  // different sizes stay balanced.
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (int s = 0; s < slots; ++s) {
     if (failure) continue;  // the bags cannot be evaluated: only the reduction is left
     try {
       Workspace& ws = workspaces[omp_get_thread_num()];
-      for (size_t k = s; k < bags.size(); k += slots) {
+      for (size_t k = 0; k < bags.size(); ++k) {
+        if (slot_of[k] != s) continue;
         const SourceTerm& src = sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
         process_bag(model, *src.post, data, bags[k], scale, src, with_grad, options, ws,
                     acc[static_cast<size_t>(s * tasks + src.spec.task)]);
