@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 
 #include "core/predict.hpp"
 #include "io/atomic_file.hpp"
@@ -86,15 +87,35 @@ std::vector<CovariateSource> match_covariates(const std::vector<std::string>& mo
   return out;
 }
 
-io::BuiltData build_data(const Config& config, const std::string& report_dir, const Collective& processes) {
+namespace {
+
+// build(), with units that cannot be used listed in <report_dir>/unusable_units.csv.
+io::BuiltData listing_unusable_units(const std::string& report_dir, const std::function<io::BuiltData()>& build) {
   try {
-    return io::build_dataset(config.data_config(), config.base_dir(), processes);
+    return build();
   } catch (const io::UnusableUnits& e) {
     const fs::path dir = report_dir.empty() ? fs::temp_directory_path() : fs::path(report_dir);
     const std::string list = (dir / "unusable_units.csv").string();
     if (leading_process()) io::write_text_atomic(list, io::issues_csv(e.issues()));
     throw DataError(std::string(e.what()) + "\nevery unit and its problem: " + list);
   }
+}
+
+}  // namespace
+
+io::BuiltData build_data(const Config& config, const std::string& report_dir, const Collective& processes) {
+  return listing_unusable_units(report_dir,
+                                [&] { return io::build_dataset(config.data_config(), config.base_dir(), processes); });
+}
+
+io::BuiltData model_dataset_in_batches(const LoadedModel& m, const std::string& report_dir, Index batch_pixels,
+                                       const std::function<void(const io::BuiltData&)>& consume,
+                                       const Collective& processes) {
+  return listing_unusable_units(report_dir, [&] {
+    return io::build_dataset_in_batches(
+        m.config.data_config(), m.config.base_dir(), batch_pixels,
+        [&](io::BuiltData& batch) { consume(model_inputs(m, std::move(batch))); }, processes);
+  });
 }
 
 io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir, const Collective& processes) {

@@ -2,6 +2,7 @@
 // area or year), and the model's inputs built from that configuration.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,12 @@ io::BuiltData build_data(const Config& config, const std::string& report_dir,
 // covariate the model needs and the configuration lacks.
 io::BuiltData model_dataset(const LoadedModel& m, const std::string& report_dir,
                             const Collective& processes = one_process());
+// The same a batch of units at a time (io::build_dataset_in_batches): `consume` sees each batch's
+// bags with the model's inputs; returns the units' summaries, without pixels. Memory holds one batch
+// of about `batch_pixels` pixels (or the largest unit), not the whole area.
+io::BuiltData model_dataset_in_batches(const LoadedModel& m, const std::string& report_dir, Index batch_pixels,
+                                       const std::function<void(const io::BuiltData&)>& consume,
+                                       const Collective& processes = one_process());
 // The same from a dataset already built from m.config (raw inputs, as io::build_dataset gives them).
 io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built);
 

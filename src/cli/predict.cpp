@@ -319,8 +319,9 @@ struct UnitRow {
   io::UnitResult result;
 };
 
-// Observed count and predicted total with a central predictive interval, per unit of the data.
-// In an MPI job each process predicts the units it built (io::build_dataset shares them out), and
+// Observed count and predicted total with a central predictive interval, per unit of the data (a
+// whole build or a batch of it). In an MPI job each process predicts the units it built
+// (io::build_dataset shares them out), and
 // sums share the numbers (each unit's are non-zero on one process only, so the sums are copies).
 // `shared_over`: the processes whose shares `built` holds (one_process() for a whole build).
 std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built, double lo, double hi, int samples,
@@ -333,8 +334,8 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
   const Vector bag_weight = d.bag_weights();
   for (Index a : local) {
     const Vector draws = m.predictor->unit_draws(d, a, samples);
-    predicted.col(d.global_bag_of(a)) << totals[a], empirical_quantile(draws, lo), empirical_quantile(draws, hi),
-        bag_weight[a];
+    predicted.col(d.global_bag_of(a) - built.first_unit) << totals[a], empirical_quantile(draws, lo),
+        empirical_quantile(draws, hi), bag_weight[a];
   }
   shared_over.sum(predicted);
   const std::vector<std::string> none;
@@ -398,15 +399,11 @@ std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
 }
 
 // units.csv (for scripts) and units.gpkg (the input polygons with the same columns and styles).
-// Every process of an MPI job calls it; the leading one writes.
-void write_unit_outputs(const LoadedModel& m, const io::BuiltData& built, const Collective& shared_over,
-                        const std::string& dir, const std::vector<double>& levels, int samples, int threads,
-                        bool styles) {
-  const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
-  const std::vector<UnitRow> rows = unit_rows(m, built, lo, hi, samples, threads, shared_over);
-  if (!leading_process()) return;
+// `sources`: the source names of a joint fit (none for one source).
+void write_unit_outputs(const LoadedModel& m, const std::vector<UnitRow>& rows, const std::vector<std::string>& sources,
+                        const std::string& dir, double lo, double hi, bool styles) {
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
-  write_units_csv(dir + "/units.csv", rows, lower, upper, built.sources);
+  write_units_csv(dir + "/units.csv", rows, lower, upper, sources);
   // One layer per source, named by the source (one source: "units"); rows of later sources carry
   // "<source>:" before their ids.
   const io::DataConfig data = m.config.data_config();
@@ -470,8 +467,8 @@ void run_predict(const PredictArgs& args) {
     outs = open_maps(maps, m, args.out, grid, format, rate_per);
   else
     for (const MapSpec& spec : maps) outs.push_back({spec, nullptr, {}});
-  // The constant model's rate belongs to the unit holding each pixel. The units' dataset is built
-  // here for it, and otherwise only after the maps, so a GP's strips do not hold it in memory.
+  // The constant model's rate belongs to the unit holding each pixel: its units are built whole,
+  // here. A GP's are built after the maps, a batch at a time.
   io::BuiltData units;
   std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
   if (m.predictor->needs_pixel_units() && !data.units.path.empty()) {
@@ -563,13 +560,34 @@ void run_predict(const PredictArgs& args) {
                  outs.size(), styles ? " with their QGIS styles" : "", args.out);
   }
   if (!data.units.path.empty()) {
-    // The constant model's units are whole in every process (its strips need every pixel's unit).
-    const Collective& shared_over = m.predictor->needs_pixel_units() ? one_process() : processes();
-    if (!m.predictor->needs_pixel_units()) units = model_dataset(m, args.out, shared_over);
-    write_unit_outputs(m, units, shared_over, args.out,
-                       quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975}, settings.predict.samples,
-                       threads, styles);
-    if (leader) spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
+    const std::vector<double> levels = quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975};
+    const double lo = std::min(levels.front(), levels.back()), hi = std::max(levels.front(), levels.back());
+    const int samples = settings.predict.samples;
+    std::vector<UnitRow> rows;
+    std::vector<std::string> sources = units.sources;
+    if (m.predictor->needs_pixel_units()) {
+      // The constant model's units are whole in every process (its strips need every pixel's unit).
+      rows = unit_rows(m, units, lo, hi, samples, threads, one_process());
+    } else {
+      // A GP's units a batch at a time, each no larger than a strip (or its largest unit), so memory
+      // stays flat however large the area; every process gathers its share of each batch.
+      const Index batch_pixels = static_cast<Index>(strip_rows) * grid.width;
+      int batches = 0;
+      sources = model_dataset_in_batches(
+                    m, args.out, batch_pixels,
+                    [&](const io::BuiltData& batch) {
+                      const std::vector<UnitRow> more = unit_rows(m, batch, lo, hi, samples, threads, processes());
+                      rows.insert(rows.end(), more.begin(), more.end());
+                      ++batches;
+                    },
+                    processes())
+                    .sources;
+      spdlog::debug("predicted {} units in {} batches of up to {} pixels", rows.size(), batches, batch_pixels);
+    }
+    if (leader) {
+      write_unit_outputs(m, rows, sources, args.out, lo, hi, styles);
+      spdlog::info("wrote {}/units.csv and units.gpkg", args.out);
+    }
   }
 }
 

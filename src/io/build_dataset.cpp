@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -467,26 +468,44 @@ void drop_constant_covariates(const Covariates& covs, const Collective& processe
   if (Dx == 3) d.input_names.insert(d.input_names.end(), {"chord_x_km", "chord_y_km", "chord_z_km"});
 }
 
+// One source ready to gather: its layers aligned to the grid and its units read.
+struct OpenSource {
+  Sources src;
+  Covariates covs;
+  std::unique_ptr<AlignedLayer> population;
+  UnitsRead units;
+};
+
+OpenSource open_source(const DataConfig& config, const std::string& base_dir, BuiltData& out) {
+  OpenSource s{resolved_sources(config, base_dir), {}, nullptr, {}};
+  s.covs = open_covariates(s.src.covariates, out);
+  s.population = open_population(s.src.population, out);
+  s.units = read_units(s.src.units, out.grid);
+  out.notes.insert(out.notes.end(), s.units.notes.begin(), s.units.notes.end());
+  for (const auto& line : grouped_issue_lines(s.units.repaired)) out.notes.push_back(line.substr(2));
+  return s;
+}
+
+// Assigns and gathers `units` (all of a source's, or a batch of them) into out.dataset.
+MissingCounts gather_units(UnitsRead& units, const OpenSource& s, const DataConfig& config, const Collective& processes,
+                           std::vector<Index>& load, BuiltData& out) {
+  const std::vector<bool> mine = own_units(units, out.grid, processes, load);
+  check_memory(units, mine, out, s.covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));
+  std::vector<std::vector<PixelShare>> shares = assign_units(units, mine, out.grid, config);
+  return gather_pixels(units, shares, mine, s.covs, *s.population, config, processes, out);
+}
+
 // One source's units on the grid already in `out`: read, assigned and gathered into out.dataset,
 // with every check but the constant covariates (which need every source's pixels). Returns the
 // source's covariate layers.
 Covariates gather_source(const DataConfig& config, const std::string& base_dir, const Collective& processes,
                          std::vector<Index>& load, BuiltData& out) {
-  const Sources src = resolved_sources(config, base_dir);
-  Covariates covs = open_covariates(src.covariates, out);
-  const std::unique_ptr<AlignedLayer> population = open_population(src.population, out);
-  UnitsRead units = read_units(src.units, out.grid);
-  out.notes.insert(out.notes.end(), units.notes.begin(), units.notes.end());
-  for (const auto& line : grouped_issue_lines(units.repaired)) out.notes.push_back(line.substr(2));
-  const std::vector<bool> mine = own_units(units, out.grid, processes, load);
-  check_memory(units, mine, out, covs.count() + (config.coordinates ? CoordinateMapper(out.grid).count() : 0));
-
-  std::vector<std::vector<PixelShare>> shares = assign_units(units, mine, out.grid, config);
-  const MissingCounts missing = gather_pixels(units, shares, mine, covs, *population, config, processes, out);
-  name_empty_layers(missing, covs, src.population.path, out);
-  settle_bad_units(units, config, src.units.path, out);
+  OpenSource s = open_source(config, base_dir, out);
+  const MissingCounts missing = gather_units(s.units, s, config, processes, load, out);
+  name_empty_layers(missing, s.covs, s.src.population.path, out);
+  settle_bad_units(s.units, config, s.src.units.path, out);
   out.warnings = implausible_units(out, config.units.point_buffer >= 0);
-  return covs;
+  return std::move(s.covs);
 }
 
 // The configuration of source s >= 1 on its own: its units, its covariates and population when it
@@ -522,9 +541,35 @@ void append_source(BuiltData& out, BuiltData part, int s, std::vector<Dataset>& 
   parts.push_back(std::move(part.dataset));
 }
 
-}  // namespace
+// Consecutive usable units whose envelopes hold about `batch_pixels` pixels together (a larger unit
+// alone), in unit order.
+std::vector<std::vector<size_t>> unit_batches(const UnitsRead& units, const Grid& grid, Index batch_pixels) {
+  std::vector<std::vector<size_t>> batches;
+  double size = 0;
+  for (size_t u = 0; u < units.units.size(); ++u) {
+    const Unit& unit = units.units[u];
+    if (!unit.geometry || !unit.problems.empty()) continue;
+    const double pixels = envelope_pixels(*unit.geometry, grid);
+    if (batches.empty() || size + pixels > static_cast<double>(batch_pixels)) {
+      batches.emplace_back();
+      size = 0;
+    }
+    batches.back().push_back(u);
+    size += pixels;
+  }
+  return batches;
+}
 
-BuiltData build_dataset(const DataConfig& config, const std::string& base_dir, const Collective& processes) {
+void add_missing(MissingCounts& total, const MissingCounts& more) {
+  if (total.covariate.empty()) total.covariate.assign(more.covariate.size(), 0);
+  for (size_t c = 0; c < more.covariate.size(); ++c) total.covariate[c] += more.covariate[c];
+  total.population += more.population;
+  total.negative_population += more.negative_population;
+  total.seen += more.seen;
+}
+
+// A build with the reference grid and nothing gathered yet.
+BuiltData empty_build(const DataConfig& config, const std::string& base_dir) {
   ensure_gdal_registered();
   BuiltData out;
   out.grid_path = reference_grid_path(config, base_dir);
@@ -534,25 +579,42 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir, c
                                         std::to_string(config.grid_refine)
                                   : "";
   out.notes.push_back("reference grid '" + out.grid_path + "'" + refined + ": " + out.grid.describe());
-
-  std::vector<Index> load;  // each process's share of the pixels so far, over the sources
-  const Covariates covs = gather_source(config, base_dir, processes, load, out);
   if (!config.more_sources.empty()) {
     out.sources.push_back(config.units.name);
     for (const auto& m : config.more_sources) out.sources.push_back(m.units.name);
-    if (!config.units.name.empty())
-      for (auto& w : out.warnings) w = "source '" + config.units.name + "': " + w;
+  }
+  return out;
+}
+
+// A later source must have the first source's covariates.
+void check_source_covariates(const BuiltData& out, size_t s, const std::vector<std::string>& own,
+                             const std::vector<std::string>& first) {
+  if (own != first)
+    throw DataError("source '" + out.sources[s] + "' has the covariates " + listed_ids(own) + " but the first source " +
+                    listed_ids(first) + ": every source needs the same covariates, in the same order");
+}
+
+// The first source's warnings carry its name when there are several sources.
+void name_first_source_warnings(const DataConfig& config, BuiltData& out) {
+  if (config.more_sources.empty() || config.units.name.empty()) return;
+  for (auto& w : out.warnings) w = "source '" + config.units.name + "': " + w;
+}
+
+}  // namespace
+
+BuiltData build_dataset(const DataConfig& config, const std::string& base_dir, const Collective& processes) {
+  BuiltData out = empty_build(config, base_dir);
+  std::vector<Index> load;  // each process's share of the pixels so far, over the sources
+  const Covariates covs = gather_source(config, base_dir, processes, load, out);
+  if (!config.more_sources.empty()) {
+    name_first_source_warnings(config, out);
     std::vector<Dataset> parts{std::move(out.dataset)};
     for (size_t s = 1; s <= config.more_sources.size(); ++s) {
       BuiltData part;
       part.grid = out.grid;
       part.grid_path = out.grid_path;
       const DataConfig c = source_config(config, s, base_dir);
-      const Covariates own = gather_source(c, base_dir, processes, load, part);
-      if (own.names != covs.names)
-        throw DataError("source '" + out.sources[s] + "' has the covariates " + listed_ids(own.names) +
-                        " but the first source " + listed_ids(covs.names) +
-                        ": every source needs the same covariates, in the same order");
+      check_source_covariates(out, s, gather_source(c, base_dir, processes, load, part).names, covs.names);
       append_source(out, std::move(part), static_cast<int>(s), parts);
     }
     out.dataset = join_sources(parts);
@@ -560,6 +622,71 @@ BuiltData build_dataset(const DataConfig& config, const std::string& base_dir, c
   drop_constant_covariates(covs, processes, out);
   // A process of an MPI job may hold no unit; the others' data are checked where they are.
   if (out.dataset.num_bags() > 0 || processes.size() == 1) out.dataset.validate();
+  return out;
+}
+
+BuiltData build_dataset_in_batches(const DataConfig& config, const std::string& base_dir, Index batch_pixels,
+                                   const std::function<void(BuiltData&)>& consume, const Collective& processes) {
+  if (batch_pixels < 1) throw ConfigError("the units' batch must hold at least one pixel");
+  BuiltData out = empty_build(config, base_dir);
+  std::vector<Index> load;
+  std::vector<std::string> first;  // the first source's covariates
+  std::vector<Dataset> no_parts;
+  for (size_t s = 0; s <= config.more_sources.size(); ++s) {
+    const DataConfig c = s == 0 ? config : source_config(config, s, base_dir);
+    // The source's notes, problems and warnings, named after it as build_dataset names them.
+    BuiltData part;
+    part.grid = out.grid;
+    part.grid_path = out.grid_path;
+    OpenSource src = open_source(c, base_dir, part);
+    if (s == 0)
+      first = src.covs.names;
+    else
+      check_source_covariates(out, s, src.covs.names, first);
+    const std::string prefix = s > 0 ? out.sources[s] + ":" : "";
+    MissingCounts missing;
+    for (const std::vector<size_t>& batch : unit_batches(src.units, out.grid, batch_pixels)) {
+      UnitsRead some;
+      for (size_t u : batch) some.units.push_back(std::move(src.units.units[u]));
+      BuiltData b;
+      b.grid = out.grid;
+      b.grid_path = out.grid_path;
+      add_missing(missing, gather_units(some, src, c, processes, load, b));
+      for (size_t k = 0; k < batch.size(); ++k) src.units.units[batch[k]] = std::move(some.units[k]);
+      // The batch's bags as they stand in the whole build: every covariate (none is dropped as
+      // constant over a batch), ids named after the source, places among every source's units.
+      Dataset& d = b.dataset;
+      b.covariates = src.covs.names;
+      b.sources = out.sources;
+      if (d.global_bag.empty())
+        for (Index a = 0; a < d.num_bags(); ++a) d.global_bag.push_back(a);
+      b.first_unit = static_cast<Index>(out.units.size() + part.units.size());
+      for (Index& g : d.global_bag) g += b.first_unit;
+      if (!out.sources.empty()) d.source.assign(static_cast<size_t>(d.num_bags()), static_cast<int>(s));
+      for (auto& id : d.bag_ids) id = prefix + id;
+      part.units.insert(part.units.end(), b.units.begin(), b.units.end());
+      for (auto& u : b.units) {
+        u.id = prefix + u.id;
+        u.source = static_cast<int>(s);
+      }
+      if (d.num_bags() > 0) d.validate();
+      consume(b);
+    }
+    name_empty_layers(missing, src.covs, src.src.population.path, part);
+    settle_bad_units(src.units, c, src.src.units.path, part);
+    part.warnings = implausible_units(part, c.units.point_buffer >= 0);
+    if (s == 0) {
+      out.units = std::move(part.units);
+      out.dropped = std::move(part.dropped);
+      out.notes.insert(out.notes.end(), part.notes.begin(), part.notes.end());
+      out.warnings = std::move(part.warnings);
+      name_first_source_warnings(config, out);
+    } else {
+      append_source(out, std::move(part), static_cast<int>(s), no_parts);
+    }
+  }
+  out.covariates = first;
+  out.num_coordinates = config.coordinates ? CoordinateMapper(out.grid).count() : 0;
   return out;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,7 @@ struct BuiltData {
   Index num_coordinates = 0;            // 0, 2 (projected, km) or 3 (geographic, chordal km)
   std::vector<std::int64_t> cell;       // row * width + col of every dataset pixel
   std::vector<UnitSummary> units;       // every unit kept (over all processes), in bag order
+  Index first_unit = 0;                 // a batch's: the place of units[0] among the whole build's units
   std::vector<std::string> sources;     // names of data.sources, in order (empty: one source)
   std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
   std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
@@ -55,6 +57,18 @@ struct BuiltData {
 // every process makes the same decisions and knows every kept unit.
 BuiltData build_dataset(const DataConfig& config, const std::string& base_dir = "",
                         const Collective& processes = one_process());
+
+// The same units, built a batch at a time so that memory holds one batch and not the whole area:
+// consecutive units whose envelopes hold about `batch_pixels` pixels together (a larger unit alone).
+// Each batch's BuiltData goes to `consume`; its bags are numbered by their place among every
+// source's kept units (Dataset::global_bag), ids carry their source's name, and every covariate is
+// kept (none is dropped as constant over the batch), in the layers' order. Returns what
+// build_dataset returns but the pixels: units, dropped units, notes and warnings, and the same
+// errors (unusable units, under on_bad_unit: stop, after the last batch). With several processes
+// every one sees every batch, its own share of each batch's units gathered.
+BuiltData build_dataset_in_batches(const DataConfig& config, const std::string& base_dir, Index batch_pixels,
+                                   const std::function<void(BuiltData&)>& consume,
+                                   const Collective& processes = one_process());
 
 // The number of pixels of the kept units, over every process.
 Index total_pixels(const BuiltData& built);

@@ -1,6 +1,6 @@
-// io::build_dataset over the processes of an MPI job against one process building everything:
-// the same kept and dropped units, the same notes, and each process's bags equal to the whole
-// build's, pixel for pixel.
+// io::build_dataset over the processes of an MPI job, and a batch at a time, against one process
+// building everything: the same kept and dropped units, the same notes, and each process's bags
+// equal to the whole build's, pixel for pixel.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,7 +95,62 @@ TEST(DistributedBuild, EachProcessBuildsItsShareOfTheSameUnits) {
   if (cli::process_count() > 1) EXPECT_LT(d.num_bags(), whole.dataset.num_bags());
 }
 
-// A unit that only its builder finds unusable stops every process under on_bad_unit: stop.
+// A build a batch at a time, of one unit up to all of them, over the processes: every kept unit's
+// bag once, pixel for pixel the whole build's, and the same units, dropped units, notes and warnings.
+TEST(DistributedBuild, BatchesHoldTheWholeBuildsBags) {
+  Country c;
+  const io::BuiltData whole = io::build_dataset(c.config, c.dir.path.string());
+  for (const Index batch_pixels : {Index(1), Index(20), Index(100000)}) {
+    SCOPED_TRACE("batches of " + std::to_string(batch_pixels) + " pixels");
+    Vector held = Vector::Zero(static_cast<Index>(whole.units.size()));
+    int batches = 0;
+    const io::BuiltData summary = io::build_dataset_in_batches(
+        c.config, c.dir.path.string(), batch_pixels,
+        [&](io::BuiltData& b) {
+          ++batches;
+          const Dataset& d = b.dataset;
+          EXPECT_EQ(b.covariates, whole.covariates);
+          for (Index a = 0; a < d.num_bags(); ++a) {
+            const Index g = d.global_bag_of(a);
+            ASSERT_LT(g, whole.dataset.num_bags());
+            held[g] += 1;
+            EXPECT_EQ(b.units[static_cast<size_t>(g - b.first_unit)].id, whole.units[static_cast<size_t>(g)].id);
+            EXPECT_EQ(d.bag_ids[static_cast<size_t>(a)], whole.dataset.bag_ids[static_cast<size_t>(g)]);
+            EXPECT_EQ(d.source_of(a), whole.dataset.source_of(g));
+            EXPECT_EQ(d.response[a], whole.dataset.response[g]);
+            ASSERT_EQ(d.bag_size(a), whole.dataset.bag_size(g));
+            const Index n = d.bag_size(a), w = whole.dataset.bag_begin(g);
+            EXPECT_EQ(d.inputs.middleCols(d.bag_begin(a), n), whole.dataset.inputs.middleCols(w, n));
+            EXPECT_EQ(d.population.segment(d.bag_begin(a), n), whole.dataset.population.segment(w, n));
+            EXPECT_EQ(d.coverage.segment(d.bag_begin(a), n), whole.dataset.coverage.segment(w, n));
+          }
+        },
+        cli::processes());
+    cli::processes().sum(held);
+    EXPECT_EQ(held, Vector::Ones(held.size()));
+    if (batch_pixels == 1) EXPECT_EQ(batches, 12);      // every unit read without a problem, one by one
+    if (batch_pixels == 100000) EXPECT_EQ(batches, 2);  // a batch per source
+    ASSERT_EQ(summary.units.size(), whole.units.size());
+    for (size_t u = 0; u < whole.units.size(); ++u) {
+      EXPECT_EQ(summary.units[u].id, whole.units[u].id);
+      EXPECT_EQ(summary.units[u].source, whole.units[u].source);
+      EXPECT_EQ(summary.units[u].pixels, whole.units[u].pixels);
+      EXPECT_EQ(summary.units[u].population, whole.units[u].population);
+    }
+    ASSERT_EQ(summary.dropped.size(), whole.dropped.size());
+    for (size_t k = 0; k < whole.dropped.size(); ++k) {
+      EXPECT_EQ(summary.dropped[k].id, whole.dropped[k].id);
+      EXPECT_EQ(summary.dropped[k].problem, whole.dropped[k].problem);
+    }
+    EXPECT_EQ(summary.notes, whole.notes);
+    EXPECT_EQ(summary.warnings, whole.warnings);
+    EXPECT_EQ(summary.sources, whole.sources);
+    EXPECT_EQ(summary.covariates, whole.covariates);
+  }
+}
+
+// A unit that only its builder finds unusable stops every process under on_bad_unit: stop, whole
+// or in batches.
 TEST(DistributedBuild, BadUnitsStopEveryProcess) {
   Country c;
   c.config.on_bad_unit = io::BadUnitPolicy::stop;
@@ -110,8 +165,16 @@ TEST(DistributedBuild, BadUnitsStopEveryProcess) {
   } catch (const DataError& e) {
     my_error = e.what();
   }
+  std::string batch_error;
+  try {
+    io::build_dataset_in_batches(
+        c.config, c.dir.path.string(), 20, [](io::BuiltData&) {}, cli::processes());
+  } catch (const DataError& e) {
+    batch_error = e.what();
+  }
   EXPECT_NE(whole_error.find("'zero': zero population"), std::string::npos) << whole_error;
   EXPECT_EQ(my_error, whole_error);
+  EXPECT_EQ(batch_error, whole_error);
 }
 
 }  // namespace
