@@ -388,7 +388,8 @@ std::vector<Param> make_params() {
        0,
        1000000,
        "Grid rows predicted at a time; 0: about 2^20 pixels and at most 256 rows, which bounds the memory. "
-       "Under mpirun the processes take turns at the strips, so smaller strips spread a small grid over more "
+       "units.csv is built from batches of units holding about as many pixels (a larger unit alone). Under "
+       "mpirun the processes take turns at the strips, so smaller strips spread a small grid over more "
        "processes."},
       // output
       {"output.dir", T::path, "out", {}, -kInf, kInf, "Output folder."},

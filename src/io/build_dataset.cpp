@@ -561,7 +561,6 @@ std::vector<std::vector<size_t>> unit_batches(const UnitsRead& units, const Grid
 }
 
 void add_missing(MissingCounts& total, const MissingCounts& more) {
-  if (total.covariate.empty()) total.covariate.assign(more.covariate.size(), 0);
   for (size_t c = 0; c < more.covariate.size(); ++c) total.covariate[c] += more.covariate[c];
   total.population += more.population;
   total.negative_population += more.negative_population;
@@ -645,6 +644,7 @@ BuiltData build_dataset_in_batches(const DataConfig& config, const std::string& 
       check_source_covariates(out, s, src.covs.names, first);
     const std::string prefix = s > 0 ? out.sources[s] + ":" : "";
     MissingCounts missing;
+    missing.covariate.assign(static_cast<size_t>(src.covs.count()), 0);
     for (const std::vector<size_t>& batch : unit_batches(src.units, out.grid, batch_pixels)) {
       UnitsRead some;
       for (size_t u : batch) some.units.push_back(std::move(src.units.units[u]));

@@ -357,6 +357,34 @@ TEST(BuildDataset, BadUnitsStopNamingEveryOne) {
   EXPECT_GT(b.dataset.bag_size(1), 0);
 }
 
+// Built a batch at a time, units that all fail to read leave no batch and the same error.
+TEST(BuildDataset, BatchesOfUnreadableUnitsGiveTheWholeBuildsError) {
+  Scene s;
+  test::write_units(s.dir / "none.gpkg", "GPKG", 4326,
+                    {{std::string("missing"), std::monostate{}, test::box(0, 0, 2, 5)},
+                     {std::string("line"), 1.0, "LINESTRING(0 0,1 1)"}});
+  s.config.units.path = "none.gpkg";
+  for (const auto policy : {io::BadUnitPolicy::stop, io::BadUnitPolicy::drop}) {
+    s.config.on_bad_unit = policy;
+    std::string whole, batches;
+    try {
+      s.build();
+    } catch (const DataError& e) {
+      whole = e.what();
+    }
+    int consumed = 0;
+    try {
+      io::build_dataset_in_batches(s.config, s.dir.path.string(), 10, [&](io::BuiltData&) { ++consumed; });
+    } catch (const DataError& e) {
+      batches = e.what();
+    }
+    const char* expected = policy == io::BadUnitPolicy::stop ? "'missing': missing response" : "nothing is left to fit";
+    EXPECT_NE(whole.find(expected), std::string::npos) << whole;
+    EXPECT_EQ(batches, whole);
+    EXPECT_EQ(consumed, 0);
+  }
+}
+
 TEST(BuildDataset, ResponsesAsTextAndIntegerIds) {
   Scene s;
   test::write_units(s.dir / "text.gpkg", "GPKG", 4326,
