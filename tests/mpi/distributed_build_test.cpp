@@ -58,22 +58,32 @@ struct Country {
   }
 };
 
+// The same kept units (id, source, pixels, population), dropped units, notes, warnings, sources
+// and covariates.
+void expect_same_units(const io::BuiltData& b, const io::BuiltData& whole) {
+  ASSERT_EQ(b.units.size(), whole.units.size());
+  for (size_t u = 0; u < whole.units.size(); ++u) {
+    EXPECT_EQ(b.units[u].id, whole.units[u].id);
+    EXPECT_EQ(b.units[u].source, whole.units[u].source);
+    EXPECT_EQ(b.units[u].pixels, whole.units[u].pixels);
+    EXPECT_EQ(b.units[u].population, whole.units[u].population);
+  }
+  ASSERT_EQ(b.dropped.size(), whole.dropped.size());
+  for (size_t k = 0; k < whole.dropped.size(); ++k) {
+    EXPECT_EQ(b.dropped[k].id, whole.dropped[k].id);
+    EXPECT_EQ(b.dropped[k].problem, whole.dropped[k].problem);
+  }
+  EXPECT_EQ(b.notes, whole.notes);
+  EXPECT_EQ(b.warnings, whole.warnings);
+  EXPECT_EQ(b.sources, whole.sources);
+  EXPECT_EQ(b.covariates, whole.covariates);
+}
+
 TEST(DistributedBuild, EachProcessBuildsItsShareOfTheSameUnits) {
   Country c;
   const io::BuiltData whole = io::build_dataset(c.config, c.dir.path.string());
   const io::BuiltData mine = io::build_dataset(c.config, c.dir.path.string(), cli::processes());
-  ASSERT_EQ(mine.units.size(), whole.units.size());
-  for (size_t u = 0; u < whole.units.size(); ++u) {
-    EXPECT_EQ(mine.units[u].id, whole.units[u].id);
-    EXPECT_EQ(mine.units[u].source, whole.units[u].source);
-    EXPECT_EQ(mine.units[u].pixels, whole.units[u].pixels);
-    EXPECT_EQ(mine.units[u].population, whole.units[u].population);
-  }
-  ASSERT_EQ(mine.dropped.size(), whole.dropped.size());
-  for (size_t k = 0; k < whole.dropped.size(); ++k) EXPECT_EQ(mine.dropped[k].problem, whole.dropped[k].problem);
-  EXPECT_EQ(mine.notes, whole.notes);
-  EXPECT_EQ(mine.warnings, whole.warnings);
-  EXPECT_EQ(mine.covariates, whole.covariates);
+  expect_same_units(mine, whole);
   EXPECT_EQ(io::total_pixels(mine), whole.dataset.num_pixels());
   // This process's bags, pixel for pixel.
   const Dataset& d = mine.dataset;
@@ -130,22 +140,7 @@ TEST(DistributedBuild, BatchesHoldTheWholeBuildsBags) {
     EXPECT_EQ(held, Vector::Ones(held.size()));
     if (batch_pixels == 1) EXPECT_EQ(batches, 12);      // every unit read without a problem, one by one
     if (batch_pixels == 100000) EXPECT_EQ(batches, 2);  // a batch per source
-    ASSERT_EQ(summary.units.size(), whole.units.size());
-    for (size_t u = 0; u < whole.units.size(); ++u) {
-      EXPECT_EQ(summary.units[u].id, whole.units[u].id);
-      EXPECT_EQ(summary.units[u].source, whole.units[u].source);
-      EXPECT_EQ(summary.units[u].pixels, whole.units[u].pixels);
-      EXPECT_EQ(summary.units[u].population, whole.units[u].population);
-    }
-    ASSERT_EQ(summary.dropped.size(), whole.dropped.size());
-    for (size_t k = 0; k < whole.dropped.size(); ++k) {
-      EXPECT_EQ(summary.dropped[k].id, whole.dropped[k].id);
-      EXPECT_EQ(summary.dropped[k].problem, whole.dropped[k].problem);
-    }
-    EXPECT_EQ(summary.notes, whole.notes);
-    EXPECT_EQ(summary.warnings, whole.warnings);
-    EXPECT_EQ(summary.sources, whole.sources);
-    EXPECT_EQ(summary.covariates, whole.covariates);
+    expect_same_units(summary, whole);
   }
 }
 
