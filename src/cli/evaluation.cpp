@@ -44,13 +44,13 @@ std::vector<Index> split_bags(const Dataset& d, const LoadedModel& m, const std:
 // Coverage of the observed counts by central predictive intervals at r.levels, and their
 // randomised PIT, from the same joint predictive draws.
 void count_calibration(const Predictor& predictor, const Dataset& d, const std::vector<Index>& bags, const Vector& y,
-                       int samples, Metrics& r) {
+                       int samples, int threads, Metrics& r) {
   r.count_coverage.assign(r.levels.size(), 0.0);
   std::vector<double> pit;
   std::mt19937_64 pit_rng(12345);
   std::uniform_real_distribution<double> unif(0, 1);
   for (Index k = 0; k < r.units; ++k) {
-    const Vector draws = predictor.unit_draws(d, bags[static_cast<size_t>(k)], samples);
+    const Vector draws = predictor.unit_draws(d, bags[static_cast<size_t>(k)], samples, threads);
     for (size_t l = 0; l < r.levels.size(); ++l) {
       const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
       const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
@@ -172,7 +172,7 @@ Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const st
     r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
-  count_calibration(predictor, d, bags, y, samples, r);
+  count_calibration(predictor, d, bags, y, samples, threads, r);
   if (!truth_path.empty()) pixel_metrics(m, built, bags, rate, truth_path, truth_task, threads, r);
   return r;
 }

@@ -333,7 +333,7 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
   const Vector totals = local.empty() ? Vector() : m.predictor->unit_totals(d, local, threads);
   const Vector bag_weight = d.bag_weights();
   for (Index a : local) {
-    const Vector draws = m.predictor->unit_draws(d, a, samples);
+    const Vector draws = m.predictor->unit_draws(d, a, samples, threads);
     predicted.col(d.global_bag_of(a) - built.first_unit) << totals[a], empirical_quantile(draws, lo),
         empirical_quantile(draws, hi), bag_weight[a];
   }

@@ -33,13 +33,13 @@ class GpPredictor final : public Predictor {
     return predicted_bag_totals(model_, d, bags, threads, same_units_);
   }
 
-  Vector unit_draws(const Dataset& d, Index a, int samples) const override {
+  Vector unit_draws(const Dataset& d, Index a, int samples, int threads) const override {
     const Index b = d.bag_begin(a), n = d.bag_size(a);
     const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
     const Model& view = view_of(d, a);
     const UnitEffectMoments unit = bag_unit_effects(view, d, {a}, 1, same_units_)[0];
-    Vector draws =
-        bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(d, a), unit, d.trials_of(a));
+    Vector draws = bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(d, a), unit,
+                                        d.trials_of(a), threads);
     std::sort(draws.data(), draws.data() + draws.size());
     return draws;
   }
@@ -91,7 +91,7 @@ class ConstantPredictor final : public Predictor {
     return t;
   }
 
-  Vector unit_draws(const Dataset& d, Index a, int samples) const override {
+  Vector unit_draws(const Dataset& d, Index a, int samples, int) const override {
     std::mt19937_64 rng(draw_seed(d, a));
     std::poisson_distribution<long long> poisson(rate(&d.bag_ids[bag(a)]) * d.bag_weights()[a]);
     Vector draws(samples);

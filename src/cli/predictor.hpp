@@ -30,8 +30,9 @@ class Predictor {
   // Predicted totals of the listed bags of d (inputs in the model's order, standardised).
   virtual Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const = 0;
   // Sorted predictive draws of one bag's observation (the joint latent draws and the observation
-  // noise; point estimates: the noise only). Seeded by the bag, so predict and eval agree.
-  virtual Vector unit_draws(const Dataset& d, Index bag, int samples) const = 0;
+  // noise; point estimates: the noise only). Seeded by the bag, so predict and eval agree, and the
+  // same for any number of threads.
+  virtual Vector unit_draws(const Dataset& d, Index bag, int samples, int threads) const = 0;
   // Mean predictive NLL of the bags' observations; `totals` are their unit_totals.
   virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                               int threads) const = 0;

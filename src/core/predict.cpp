@@ -224,46 +224,64 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 
 }  // namespace vbagg
 
+#include <algorithm>
 #include <random>
+
+#include "counter_rng.hpp"
 
 namespace vbagg {
 
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
-                            unsigned long long seed, const UnitEffectMoments& unit, double trials) {
+                            unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
   const Posterior post = compute_posterior(model);
   const Index n = X.cols(), M = model.num_q();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Vector w = lik.aggregate_weights(model.spec, w_in);
+  // f = m + T^T z + r e with z ~ N(0, I) over q's entries, shared by the unit's pixels, and e
+  // independent per pixel. Both are counter-based normals keyed by the seed and their place (z by
+  // entry, e by pixel), so blocks of pixels go to any thread; their partial sums are added in
+  // block order, and the draws do not depend on the threads.
+  Matrix Zt(samples, M);  // z^T: a draw per row
+  for (Index k = 0; k < M; ++k)
+    stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt(0, k));
+  const Index block = 1024, blocks = (n + block - 1) / block;
+  Matrix partial = Matrix::Zero(samples, blocks);
+#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
+  {
+    LatentScratch scratch;
+    Vector m, s2, e(samples);
+    Matrix T, Ft;
+#pragma omp for schedule(dynamic, 1)
+    for (Index b = 0; b < blocks; ++b) {
+      const Index begin = b * block, len = std::min(block, n - begin);
+      m.resize(len);
+      s2.resize(len);
+      latent_marginals_into(model, post, X.middleCols(begin, len), m, s2, scratch);
+      T.noalias() = post.B * scratch.K.view();
+      // A MAP estimate has no latent uncertainty: only the observation noise remains.
+      const Vector resid_sd = model.spec.map_estimate
+                                  ? Vector::Zero(len)
+                                  : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
+      if (model.spec.map_estimate)
+        Ft.setZero(samples, len);
+      else
+        Ft.noalias() = Zt * T;  // (T^T z)^T: pixel i's draws in column i
+      auto eta = partial.col(b);
+      for (Index i = 0; i < len; ++i) {
+        if (resid_sd[i] > 0)
+          stream_normals(counter_stream(seed, 1, static_cast<std::uint64_t>(begin + i)), samples, e.data());
+        else
+          e.setZero();
+        for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i) + m[i] + resid_sd[i] * e[s]);
+      }
+    }
+  }
+  Vector eta = Vector::Zero(samples);
+  for (Index b = 0; b < blocks; ++b) eta += partial.col(b);
+  // The unit effect multiplies the unit's rate by e^u, one u per draw; then the observation noise.
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
-  // f = m + T^T z + r e with z ~ N(0, I) over q's entries, shared by the unit's pixels and e independent per
-  // pixel; the unit's total is accumulated block by block so memory does not grow with its size.
-  Matrix Z(M, samples);
-  for (Index i = 0; i < Z.size(); ++i) Z.data()[i] = normal(rng);
-  Vector eta = Vector::Zero(samples);
-  const Index block = 4096;
-  LatentScratch scratch;
-  Vector m, s2;
-  Matrix T, F;
-  for (Index begin = 0; begin < n; begin += block) {
-    const Index len = std::min(block, n - begin);
-    m.resize(len);
-    s2.resize(len);
-    latent_marginals_into(model, post, X.middleCols(begin, len), m, s2, scratch);
-    T.noalias() = post.B * scratch.K.view();
-    // A MAP estimate has no latent uncertainty: only the observation noise remains.
-    const Vector resid_sd = model.spec.map_estimate
-                                ? Vector::Zero(len)
-                                : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
-    if (model.spec.map_estimate)
-      F.setZero(len, samples);
-    else
-      F.noalias() = T.transpose() * Z;
-    for (int s = 0; s < samples; ++s)
-      for (Index i = 0; i < len; ++i) eta[s] += w[begin + i] * link.psi(F(i, s) + m[i] + resid_sd[i] * normal(rng));
-  }
-  // The unit effect multiplies the unit's rate by e^u, one u per draw.
   if (unit.var > 0 || unit.mean != 0)
     for (int s = 0; s < samples; ++s) eta[s] *= std::exp(unit.mean + std::sqrt(unit.var) * normal(rng));
   Vector draws(samples);

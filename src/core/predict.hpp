@@ -65,7 +65,8 @@ namespace vbagg {
 // then y ~ Poisson(eta) (poisson), N(eta, tau sum w^2) (normal, eta a sum or mean per
 // aggregation), Exponential(mean eta) or Binomial(trials, eta) (eta the bag's prevalence). Inputs as in the model (D x
 // N_a), w = c_i p_i. A count model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
+// Blocks of the bag's pixels are shared over `threads`; the draws are the same for any number.
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
-                            const UnitEffectMoments& unit = {}, double trials = 0);
+                            const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 
 }  // namespace vbagg

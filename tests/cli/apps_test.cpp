@@ -399,7 +399,7 @@ TEST(Predictor, KindsAndConstantRates) {
   EXPECT_DOUBLE_EQ(px.mean[0], 0.5);
   EXPECT_DOUBLE_EQ(px.mean[1], 0.2);
   // Poisson draws around the total: mean within 4 standard errors, sorted.
-  const Vector draws = same->unit_draws(d, 0, 4000);
+  const Vector draws = same->unit_draws(d, 0, 4000, 1);
   EXPECT_TRUE(std::is_sorted(draws.data(), draws.data() + draws.size()));
   EXPECT_NEAR(draws.mean(), 10.0, 4 * std::sqrt(10.0 / 4000));
 }

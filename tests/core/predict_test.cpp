@@ -126,5 +126,24 @@ TEST(Predict, BagPredictiveDrawsMatchMoments) {
   EXPECT_TRUE(draws == bag_predictive_draws(model, data.inputs, w, 40000, 9));
 }
 
+// A bag of several pixel blocks: the same draws on one thread or two, and their mean is the
+// expected total.
+TEST(Predict, BagPredictiveDrawsDoNotDependOnThreads) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 2500, 2500, D, LikelihoodKind::poisson, 4);
+  ModelSpec spec;
+  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 5);
+  const Vector w = data.weights() / 50.0;  // totals in the hundreds
+  const Vector one = bag_predictive_draws(model, data.inputs, w, 4000, 3, {}, 0, 1);
+  EXPECT_TRUE(one == bag_predictive_draws(model, data.inputs, w, 4000, 3, {}, 0, 2));
+  Vector m, v;
+  predict_latent(model, data.inputs, m, v, 1);
+  double expect = 0;
+  for (Index i = 0; i < m.size(); ++i) expect += w[i] * intensity_mean(Link::exp, m[i], v[i]);
+  const double mean = one.mean(), sd = std::sqrt((one.array() - mean).square().mean());
+  EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(4000.0));
+  EXPECT_FALSE(one == bag_predictive_draws(model, data.inputs, w, 4000, 4, {}, 0, 2));
+}
+
 }  // namespace
 }  // namespace vbagg
