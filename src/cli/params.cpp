@@ -327,7 +327,7 @@ std::vector<Param> make_params() {
        10000000,
        "Staged fits (negative_binomial, model.unit_effect): epochs of the first stage, which only has to bring the "
        "map off the prior before the noise model is learned; a long one fits the map to noise."},
-      {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per Adam minibatch."},
+      {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per minibatch of Adam and natural-gradient steps."},
       {"train.tolerance",
        T::real,
        "1e-5",
