@@ -105,6 +105,22 @@ TEST(Predict, BlocksAndThreadsDoNotChangeResults) {
 namespace vbagg {
 namespace {
 
+// sum_i w_i E[lambda_i] under the exp link, from the latent marginals.
+double expected_total(const Model& model, const Matrix& X, const Vector& w) {
+  Vector m, v;
+  predict_latent(model, X, m, v, 1);
+  double total = 0;
+  for (Index i = 0; i < m.size(); ++i) total += w[i] * intensity_mean(Link::exp, m[i], v[i]);
+  return total;
+}
+
+// Expects the draws' mean within 5 standard errors of `expect`; returns their sd.
+double expect_mean_near(const Vector& draws, double expect) {
+  const double mean = draws.mean(), sd = std::sqrt((draws.array() - mean).square().mean());
+  EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(static_cast<double>(draws.size())));
+  return sd;
+}
+
 TEST(Predict, BagPredictiveDrawsMatchMoments) {
   // Mean of the draws = sum_i w_i E[lambda_i] (Poisson noise and the joint covariance of f do not
   // move the mean); the spread exceeds Poisson's alone because the latent field is uncertain.
@@ -115,12 +131,8 @@ TEST(Predict, BagPredictiveDrawsMatchMoments) {
   model.mean = 1.0;
   const Vector w = data.weights();
   const Vector draws = bag_predictive_draws(model, data.inputs, w, 40000, 9);
-  Vector m, v;
-  predict_latent(model, data.inputs, m, v, 1);
-  double expect = 0;
-  for (Index i = 0; i < m.size(); ++i) expect += w[i] * intensity_mean(Link::exp, m[i], v[i]);
-  const double mean = draws.mean(), sd = std::sqrt((draws.array() - mean).square().mean());
-  EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(40000.0));
+  const double expect = expected_total(model, data.inputs, w);
+  const double sd = expect_mean_near(draws, expect);
   EXPECT_GT(sd, 1.2 * std::sqrt(expect));
   // Same seed, same draws.
   EXPECT_TRUE(draws == bag_predictive_draws(model, data.inputs, w, 40000, 9));
@@ -136,12 +148,7 @@ TEST(Predict, BagPredictiveDrawsDoNotDependOnThreads) {
   const Vector w = data.weights() / 50.0;  // totals in the hundreds
   const Vector one = bag_predictive_draws(model, data.inputs, w, 4000, 3, {}, 0, 1);
   EXPECT_TRUE(one == bag_predictive_draws(model, data.inputs, w, 4000, 3, {}, 0, 2));
-  Vector m, v;
-  predict_latent(model, data.inputs, m, v, 1);
-  double expect = 0;
-  for (Index i = 0; i < m.size(); ++i) expect += w[i] * intensity_mean(Link::exp, m[i], v[i]);
-  const double mean = one.mean(), sd = std::sqrt((one.array() - mean).square().mean());
-  EXPECT_NEAR(mean, expect, 5 * sd / std::sqrt(4000.0));
+  expect_mean_near(one, expected_total(model, data.inputs, w));
   EXPECT_FALSE(one == bag_predictive_draws(model, data.inputs, w, 4000, 4, {}, 0, 2));
 }
 
