@@ -10,6 +10,7 @@
 
 #include "app.hpp"
 #include "io/atomic_file.hpp"
+#include "io/build_report.hpp"
 #include "model_data.hpp"
 #include "params.hpp"
 #include "processes.hpp"

@@ -79,8 +79,4 @@ std::string reference_grid_path(const DataConfig& config, const std::string& bas
 // The working grid: the reference raster's grid, refined by data.grid_refine.
 Grid working_grid(const DataConfig& config, const std::string& base_dir = "");
 
-// Log lines for a build: its notes, the units that lost pixels to missing data and the dropped
-// units (grouped by reason), and a closing summary.
-std::vector<std::string> report_lines(const BuiltData& built);
-
 }  // namespace vbagg::io

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "fixtures.hpp"
+#include "io/build_report.hpp"
 #include "io/coordinates.hpp"
 
 namespace vbagg {
