@@ -120,7 +120,7 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
     }
     case ParamType::layer_list: {
       if (!v.IsSequence() || v.size() == 0)
-        throw ConfigError(head + " must be a non-empty list of {path, name, resampling}");
+        throw ConfigError(head + " must be a non-empty list of {path, name, resampling, series}");
       const Param* resampling = find_param("data.population.resampling");
       for (size_t i = 0; i < v.size(); ++i) {
         const std::string item = p.key + "[" + std::to_string(i) + "]";
@@ -130,9 +130,13 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
           throw ConfigError(where(source, e) + ": " + item + " must be a path or a map {path, name, resampling}");
         for (const auto& kv : e) {
           const std::string k = kv.first.Scalar();
-          if (k != "path" && k != "name" && k != "resampling")
+          if (k != "path" && k != "name" && k != "resampling" && k != "series")
             throw ConfigError(where(source, kv.first) + ": unknown key '" + item + "." + k +
-                              "' (allowed: path, name, resampling)");
+                              "' (allowed: path, name, resampling, series)");
+          if (k == "series" && (!kv.second.IsScalar() || kv.second.Scalar() != "bands"))
+            throw ConfigError(where(source, kv.second) + ": " + item +
+                              ".series must be 'bands' (one band per period of data.time); a series of files is "
+                              "a path with {period}, {year} or {month}");
         }
         if (!e["path"] || !e["path"].IsScalar() || e["path"].Scalar().empty())
           throw ConfigError(where(source, e) + ": " + item + ".path is missing");
@@ -454,6 +458,7 @@ std::vector<io::LayerSpec> layers_of(const YAML::Node& covs) {
     l.path = covs[i]["path"].as<std::string>();
     l.name = covs[i]["name"] ? covs[i]["name"].as<std::string>() : "";
     l.resampling = covs[i]["resampling"] ? covs[i]["resampling"].as<std::string>() : io::kCovariateResampling;
+    l.series_bands = covs[i]["series"] && covs[i]["series"].as<std::string>() == "bands";
     out.push_back(l);
   }
   return out;
@@ -525,6 +530,16 @@ io::DataConfig Config::data_config() const {
   d.pixel_assignment = io::parse_pixel_assignment(text("data.pixel_assignment"));
   d.coordinates = boolean("data.coordinates");
   d.on_bad_unit = io::parse_bad_unit_policy(text("data.on_bad_unit"));
+  d.time = io::parse_time_axis(text("data.time"));
+  d.units.response_table = path("data.units.response_table");
+  d.units.period_field = text("data.units.period_field");
+  if (d.time.empty()) {
+    if (!d.units.response_table.empty())
+      throw ConfigError("data.units.response_table holds responses per period; it needs data.time");
+    for (const auto& l : d.covariates)
+      if (l.series_bands || io::has_period_tokens(l.path))
+        throw ConfigError("covariate '" + l.path + "' is a series (one value per period); it needs data.time");
+  }
   return d;
 }
 

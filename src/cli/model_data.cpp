@@ -55,29 +55,41 @@ LoadedModel loaded_model(io::ModelFile file, Config config, bool same_units) {
   return {std::move(file), std::move(config), same_units, std::move(predictor)};
 }
 
-std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig& data) {
-  std::vector<std::vector<std::string>> names;
+std::vector<LayerBands> covariate_band_names(const io::DataConfig& data) {
+  std::vector<LayerBands> layers;
   for (const auto& l : data.covariates) {
     io::DatasetPtr ds = io::open_raster(l.path);
-    std::vector<std::string> bands;
+    LayerBands bands;
     const int n = ds->GetRasterCount();
-    for (int b = 1; b <= n; ++b)
-      bands.push_back(io::band_covariate_name(l.covariate_name(), b, n, ds->GetRasterBand(b)->GetDescription()));
-    names.push_back(bands);
+    if (l.band > 0) {
+      // A series' band of one period (io::period_config).
+      if (n != l.bands_expected)
+        throw DataError("covariate '" + l.path + "' has " + std::to_string(n) + " bands but data.time has " +
+                        std::to_string(l.bands_expected) +
+                        " periods; series: bands reads one band per period, in order");
+      bands.names.push_back(l.name);
+      bands.bands.push_back(l.band);
+    } else {
+      for (int b = 1; b <= n; ++b) {
+        bands.names.push_back(
+            io::band_covariate_name(l.covariate_name(), b, n, ds->GetRasterBand(b)->GetDescription()));
+        bands.bands.push_back(b);
+      }
+    }
+    layers.push_back(bands);
   }
-  return names;
+  return layers;
 }
 
 std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
-                                              const std::vector<std::vector<std::string>>& layers,
-                                              const std::string& where) {
+                                              const std::vector<LayerBands>& layers, const std::string& where) {
   std::vector<CovariateSource> out;
   for (const auto& name : model_names) {
     bool found = false;
     for (size_t l = 0; l < layers.size() && !found; ++l)
-      for (size_t b = 0; b < layers[l].size() && !found; ++b)
-        if (layers[l][b] == name) {
-          out.push_back({l, static_cast<int>(b + 1)});
+      for (size_t b = 0; b < layers[l].names.size() && !found; ++b)
+        if (layers[l].names[b] == name) {
+          out.push_back({l, layers[l].bands[b]});
           found = true;
         }
     if (!found)
@@ -129,7 +141,14 @@ io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {
     throw DataError("the model was trained with " + std::to_string(m.file.coordinates) +
                     " coordinate inputs but the grid of " + m.config.source() + " gives " +
                     std::to_string(built.num_coordinates) + " (a projected grid gives 2, a geographic one 3)");
-  Matrix X(Dc + m.file.coordinates, built.dataset.num_pixels());
+  const Index Dt = m.file.time.empty() ? 0 : kTimeInputs;
+  if (m.file.time.empty() != built.time.empty())
+    throw DataError(m.file.time.empty() ? "the model has no time axis but " + m.config.source() +
+                                              " sets data.time; predict one period at a time without it"
+                                        : "the model was trained on periods (" + m.file.time.labels().front() + " to " +
+                                              m.file.time.labels().back() + ") but " + m.config.source() +
+                                              " does not set data.time: list the periods to predict");
+  Matrix X(Dc + m.file.coordinates + Dt, built.dataset.num_pixels());
   for (Index k = 0; k < Dc; ++k) {
     const auto it = std::find(built.covariates.begin(), built.covariates.end(), names[static_cast<size_t>(k)]);
     if (it == built.covariates.end())
@@ -139,7 +158,9 @@ io::BuiltData model_inputs(const LoadedModel& m, io::BuiltData built) {
     X.row(k) = built.dataset.inputs.row(it - built.covariates.begin());
   }
   const Index Dall = static_cast<Index>(built.covariates.size());
-  X.bottomRows(m.file.coordinates) = built.dataset.inputs.middleRows(Dall, m.file.coordinates);
+  X.middleRows(Dc, m.file.coordinates + Dt) = built.dataset.inputs.middleRows(Dall, m.file.coordinates + Dt);
+  // Times count from the model's first year, which a forecast's periods may not start in.
+  if (Dt) X.row(Dc + m.file.coordinates).array() += built.time.origin_year() - m.file.time.origin_year();
   m.file.standardization.apply(X);
   built.dataset.inputs = std::move(X);
   built.covariates = names;

@@ -58,11 +58,16 @@ struct CovariateSource {
   size_t layer;
   int band;
 };
+// The covariates a configured layer gives: their names and bands (every band, or a series' band of
+// one period).
+struct LayerBands {
+  std::vector<std::string> names;
+  std::vector<int> bands;
+};
 std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
-                                              const std::vector<std::vector<std::string>>& layer_band_names,
-                                              const std::string& where);
+                                              const std::vector<LayerBands>& layers, const std::string& where);
 
-// Names of each band of each configured covariate layer, as the pipeline names them.
-std::vector<std::vector<std::string>> covariate_band_names(const io::DataConfig& data);
+// The covariates of each configured covariate layer, named as the pipeline names them.
+std::vector<LayerBands> covariate_band_names(const io::DataConfig& data);
 
 }  // namespace vbagg::cli

@@ -179,13 +179,24 @@ ModelSpec model_spec(const Settings& settings) {
   return s;
 }
 
-Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates) {
+Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates, const io::TimeAxis& time) {
   const std::string& space = settings.model.kernel_space;
   if (space != "none" && coordinates == 0)
     throw ConfigError("model.kernel.space is '" + space +
                       "' but data.coordinates is false; set model.kernel.space: none "
                       "or data.coordinates: true");
-  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates);
+  std::string on_time = settings.model.kernel_time;
+  if (on_time == "auto") on_time = time.empty() ? "none" : time.monthly() ? "seasonal+trend" : "trend";
+  if (on_time != "none" && time.empty())
+    throw ConfigError("model.kernel.time is '" + on_time + "' but data.time is not set: there is no time axis");
+  if (on_time.find("seasonal") != std::string::npos && !time.monthly())
+    throw ConfigError("model.kernel.time is '" + on_time +
+                      "' but the periods of data.time are years: a seasonal kernel needs months (use trend)");
+  if (on_time == "none" && !time.empty() && space == "none")
+    throw ConfigError(
+        "data.time is set but model.kernel.time and model.kernel.space are none: the model could "
+        "not tell the periods apart");
+  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time);
 }
 
 int thread_count(const Settings& settings, int cli_threads) {

@@ -26,7 +26,7 @@ Split split_units(const Dataset& data, double holdout_fraction, unsigned long lo
 Split split_units(const std::vector<int>& sources, double holdout_fraction, unsigned long long seed);
 
 ModelSpec model_spec(const Settings& settings);
-Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates);
+Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates, const io::TimeAxis& time = {});
 // train.optimizer auto: full-batch L-BFGS up to this many training pixels (an objective pass
 // then costs well under a second, and L-BFGS needs the fewest passes), natural-gradient
 // minibatch steps above it.

@@ -35,10 +35,12 @@ std::vector<Param> make_params() {
        {},
        -kInf,
        kInf,
-       "Covariate rasters, a list of {path, name, resampling}. Every band of a file is one covariate "
+       "Covariate rasters, a list of {path, name, resampling, series}. Every band of a file is one covariate "
        "(named name, or name_<band description> for multi-band files; name defaults to the file's stem). "
        "resampling (default " + std::string(io::kCovariateResampling) + ") brings the raster onto the reference "
-       "grid: one of " + comma_list(io::resampling_names()) + "."},
+       "grid: one of " + comma_list(io::resampling_names()) + ". With data.time a covariate is static, or a series: "
+       "a path with {period}, {year} or {month} (one file per period, e.g. rain_{period}.tif; named after the "
+       "stem without the pattern), or series: bands (one file, band k for the k-th period of data.time)."},
       {"data.population.path", T::path, "", {}, -kInf, kInf, "Population raster (people per pixel)."},
       {"data.population.resampling",
        T::choice,
@@ -77,6 +79,25 @@ std::vector<Param> make_params() {
        kInf,
        "Binomial data: the field holding the number tested in each unit or survey cluster (the response field "
        "then holds the positives). Needs model.likelihood binomial, which needs it."},
+      {"data.units.response_table",
+       T::path,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "With data.time, the long layout: a table (CSV or any OGR table) with one row per unit and period, holding "
+       "data.units.id_field, data.units.period_field and data.units.response_field (and trials_field). Empty: the "
+       "units hold a field per period, response_field being a pattern such as cases_{year}{month}. A unit with no "
+       "row for a period is unusable for that period (data.on_bad_unit); two rows for one unit and period are an "
+       "error."},
+      {"data.units.period_field",
+       T::text,
+       "period",
+       {},
+       -kInf,
+       kInf,
+       "The column of data.units.response_table holding each row's period: YYYY-MM, YYYYMM, YYYY-MM-DD (its month) "
+       "or YYYY."},
       {"data.units.point_buffer",
        T::real,
        "-1",
@@ -101,6 +122,16 @@ std::vector<Param> make_params() {
        "source's). Sources of one task share its link and latent field; several tasks share model.latents latent "
        "fields with learned weights and get maps each (docs/sources.md). The first source's units are the primary "
        "ones (units.csv lists all)."},
+      {"data.time",
+       T::text,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "Periods of a space-time fit: a range of months or years (2019-01..2020-12, 2015..2020), one period, or a "
+       "list (2019-01, 2019-02, 2019-06). Each bag is then a unit in one period (<id>@<period> in outputs), "
+       "responses come per period (data.units.response_field pattern or data.units.response_table), covariates may "
+       "be series, and data.population.path may hold {year} or {period}. Empty: one period (docs/space-time.md)."},
       {"data.grid",
        T::text,
        "population",
@@ -271,6 +302,15 @@ std::vector<Param> make_params() {
        "Kernel on the coordinates (km); needs data.coordinates. The Matern kernels allow rougher maps; with the few "
        "inducing points that unit data support, their roughness between inducing points is prior variance and "
        "widens the pixel intervals beyond their nominal coverage (docs/experiments.md)."},
+      {"model.kernel.time",
+       T::choice,
+       "auto",
+       {"auto", "seasonal+trend", "seasonal", "trend", "none"},
+       -kInf,
+       kInf,
+       "With data.time, the kernel on time, multiplied by model.kernel.space (the covariate kernel is added): "
+       "seasonal is periodic with a one-year period, trend a smooth rbf on time in years; their variances and "
+       "lengthscales are learned. auto: seasonal+trend for months, trend for years, none without data.time."},
       {"model.inducing.count",
        T::integer,
        "0",

@@ -159,15 +159,32 @@ std::string task_correlation_text(const Model& model) {
 struct MapOutput {
   MapSpec spec;
   std::unique_ptr<io::RasterWriter> writer;
-  std::vector<float> strip;
 };
 
+// The maps' files: one per map, with a band per period of a space-time prediction (`periods`),
+// or with --split-periods one file per map and period, <map>_<period>.tif.
+std::vector<MapSpec> map_files(const std::vector<MapSpec>& maps, const std::vector<std::string>& periods,
+                               bool split_periods) {
+  if (!split_periods) return maps;
+  std::vector<MapSpec> files;
+  for (const MapSpec& spec : maps)
+    for (const std::string& period : periods) {
+      MapSpec f = spec;
+      f.file = fs::path(spec.file).stem().string() + "_" + period + ".tif";
+      f.description = spec.description + ", " + period;
+      files.push_back(f);
+    }
+  return files;
+}
+
 std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedModel& m, const std::string& out,
-                                 const io::Grid& grid, const io::RasterFormat& format, double rate_per) {
+                                 const io::Grid& grid, const io::RasterFormat& format, double rate_per,
+                                 const std::vector<std::string>& band_names) {
   const std::string kind = to_string(m.file.kind);
   std::vector<MapOutput> outs;
   for (const MapSpec& spec : maps) {
-    auto writer = std::make_unique<io::RasterWriter>(out + "/" + spec.file, grid, spec.description, spec.unit, format);
+    auto writer = std::make_unique<io::RasterWriter>(out + "/" + spec.file, grid, spec.description, spec.unit, format,
+                                                     band_names);
     writer->set_metadata("VBAGG_MODEL_KIND", kind);
     writer->set_metadata("VBAGG_VERSION", version_text());
     if (spec.unit.rfind("cases per", 0) == 0) writer->set_metadata("VBAGG_RATE_PER", level_name(rate_per));
@@ -178,7 +195,7 @@ std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedM
     }
     if (!m.predictor->has_posterior())
       writer->set_metadata("VBAGG_UNCERTAINTY", "none: the " + kind + " model is a point estimate");
-    outs.push_back({spec, std::move(writer), {}});
+    outs.push_back({spec, std::move(writer)});
   }
   return outs;
 }
@@ -218,8 +235,9 @@ struct Strip {
   std::vector<double> population;
 };
 
-void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMapper& coords, int row0, int rows,
-                std::vector<std::vector<double>>& values, Strip& s) {
+// `time`: the period's time inputs (kernel.hpp) of a space-time model, null otherwise.
+void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMapper& coords, const Vector* time,
+                int row0, int rows, std::vector<std::vector<double>>& values, Strip& s) {
   const int width = src.grid.width;
   const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(width);
   s.row0 = row0;
@@ -237,14 +255,15 @@ void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMap
     s.inputs.resize(0, static_cast<Index>(s.valid.size()));
     return;
   }
-  const Index Dc = static_cast<Index>(values.size());
-  s.inputs.resize(Dc + m.file.coordinates, static_cast<Index>(s.valid.size()));
+  const Index Dc = static_cast<Index>(values.size()), Dx = m.file.coordinates;
+  s.inputs.resize(Dc + Dx + (time ? time->size() : 0), static_cast<Index>(s.valid.size()));
   for (size_t j = 0; j < s.valid.size(); ++j) {
     const size_t i = static_cast<size_t>(s.valid[j]);
     for (Index k = 0; k < Dc; ++k) s.inputs(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
-    if (m.file.coordinates)
+    if (Dx)
       coords(static_cast<int>(i % static_cast<size_t>(width)), row0 + static_cast<int>(i / static_cast<size_t>(width)),
              s.inputs.col(static_cast<Index>(j)).data() + Dc);
+    if (time) s.inputs.col(static_cast<Index>(j)).tail(time->size()) = *time;
   }
   m.file.standardization.apply(s.inputs);
 }
@@ -271,15 +290,17 @@ double map_value(const MapSpec& spec, const Prediction& p, Index j, double popul
   return NAN;
 }
 
-// The unit holding each grid cell (the one covering most of it), for predictors that read units.
-std::unordered_map<std::int64_t, const std::string*> units_by_cell(const io::BuiltData& built) {
+// The unit holding each grid cell (the one covering most of it), for predictors that read units;
+// of a space-time build, the units of period `period`.
+std::unordered_map<std::int64_t, const std::string*> units_by_cell(const io::BuiltData& built, int period = -1) {
   std::unordered_map<std::int64_t, std::pair<double, const std::string*>> best;
   const Dataset& d = built.dataset;
   for (Index a = 0; a < d.num_bags(); ++a)
-    for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
-      auto& slot = best[built.cell[static_cast<size_t>(i)]];
-      if (d.coverage[i] > slot.first) slot = {d.coverage[i], &d.bag_ids[static_cast<size_t>(a)]};
-    }
+    if (built.units[static_cast<size_t>(d.global_bag_of(a))].period == period)
+      for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+        auto& slot = best[built.cell[static_cast<size_t>(i)]];
+        if (d.coverage[i] > slot.first) slot = {d.coverage[i], &d.bag_ids[static_cast<size_t>(a)]};
+      }
   std::unordered_map<std::int64_t, const std::string*> out;
   for (const auto& [cell, slot] : best) out[cell] = slot.second;
   return out;
@@ -314,8 +335,9 @@ void write_map_styles(const std::vector<MapOutput>& outs, const std::string& dir
 
 // What units.csv and units.gpkg say about one unit.
 struct UnitRow {
-  std::string id;  // "<source>:<id>" for a unit of a later source
+  std::string id;  // "<source>:<id>" for a unit of a later source, "<id>@<period>" of a space-time model
   int source = 0;
+  int period = -1;  // the index of a space-time unit's period
   io::UnitResult result;
 };
 
@@ -349,6 +371,7 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
     const auto k = static_cast<Index>(a);
     rows.push_back({u.id,
                     u.source,
+                    u.period,
                     {in_train     ? "train"
                      : in_holdout ? "holdout"
                                   : "new",
@@ -358,15 +381,18 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
 }
 
 // `sources`: the source names of a joint fit (a column "source" after the unit; none for one source).
+// `periods`: a space-time model's (a column "period" after the unit).
 void write_units_csv(const std::string& path, const std::vector<UnitRow>& rows, const std::string& lower,
-                     const std::string& upper, const std::vector<std::string>& sources) {
+                     const std::string& upper, const std::vector<std::string>& sources,
+                     const std::vector<std::string>& periods) {
   std::ostringstream s;
   s.precision(10);
-  s << "unit," << (sources.empty() ? "" : "source,") << "split,observed,predicted," << lower << "," << upper
-    << ",population,pixels\n";
+  s << "unit," << (sources.empty() ? "" : "source,") << (periods.empty() ? "" : "period,")
+    << "split,observed,predicted," << lower << "," << upper << ",population,pixels\n";
   for (const UnitRow& r : rows) {
     s << io::csv_field(r.id) << ",";
     if (!sources.empty()) s << io::csv_field(sources[static_cast<size_t>(r.source)]) << ",";
+    if (!periods.empty()) s << periods[static_cast<size_t>(r.period)] << ",";
     s << r.result.split << "," << r.result.observed << "," << r.result.predicted << "," << r.result.lower << ","
       << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
   }
@@ -403,10 +429,26 @@ std::vector<io::LayerStyle> unit_styles(const std::vector<UnitRow>& rows) {
 void write_unit_outputs(const LoadedModel& m, const std::vector<UnitRow>& rows, const std::vector<std::string>& sources,
                         const std::string& dir, double lo, double hi, bool styles) {
   const std::string lower = "lower_" + level_name(lo), upper = "upper_" + level_name(hi);
-  write_units_csv(dir + "/units.csv", rows, lower, upper, sources);
+  const io::DataConfig data = m.config.data_config();
+  const std::vector<std::string> periods = data.time.labels();
+  write_units_csv(dir + "/units.csv", rows, lower, upper, sources, periods);
+  if (!periods.empty()) {
+    // One layer per period, units_<period>, each feature with its unit's results of the period.
+    std::vector<io::UnitsLayer> layers;
+    std::vector<std::vector<UnitRow>> per_period(periods.size());
+    for (const auto& period : periods) layers.push_back({"units_" + period, data.units, {}, {}});
+    for (const UnitRow& r : rows) {
+      const auto p = static_cast<size_t>(r.period);
+      per_period[p].push_back(r);
+      layers[p].results[r.id.substr(0, r.id.size() - periods[p].size() - 1)] = r.result;
+    }
+    for (size_t p = 0; p < layers.size(); ++p)
+      if (styles && !per_period[p].empty()) layers[p].styles = unit_styles(per_period[p]);
+    write_units_geopackage(dir + "/units.gpkg", lower, upper, layers);
+    return;
+  }
   // One layer per source, named by the source (one source: "units"); rows of later sources carry
   // "<source>:" before their ids.
-  const io::DataConfig data = m.config.data_config();
   std::vector<io::UnitsLayer> layers{{data.more_sources.empty() ? "units" : data.units.name, data.units, {}, {}}};
   for (const auto& more : data.more_sources) layers.push_back({more.units.name, more.units, {}, {}});
   std::vector<std::vector<UnitRow>> per_layer(layers.size());
@@ -449,31 +491,57 @@ void run_predict(const PredictArgs& args) {
     spdlog::warn("the {} model is a point estimate: no sd, quantile, exceedance or latent sd maps are written",
                  to_string(m.file.kind));
 
+  // A space-time model predicts the periods of data.time (which may lie beyond its own: a forecast).
+  const io::TimeAxis& time = data.time;
+  if (m.file.time.empty() != time.empty())
+    throw ConfigError(m.file.time.empty()
+                          ? "data.time is set but the model has no time axis; predict it without data.time"
+                          : "the model is space-time (trained on " + m.file.time.labels().front() + " to " +
+                                m.file.time.labels().back() + "): set data.time to the periods to predict");
+  if (args.split_periods && time.empty()) throw ConfigError("--split-periods needs a space-time model and data.time");
+  const std::vector<std::string> periods = time.labels();
+  const size_t P = std::max<size_t>(1, time.size());
+
   // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
   const std::vector<MapSpec> maps = plan_maps(m, !data.population.path.empty(), quantiles, exceedance, rate_per);
+  const std::vector<MapSpec> files = map_files(maps, periods, args.split_periods);
   std::vector<std::string> planned = {"units.csv", "units.gpkg", "unusable_units.csv"};
-  for (const MapSpec& s : maps) {
+  for (const MapSpec& s : files) {
     planned.push_back(s.file);
     planned.push_back(fs::path(s.file).stem().string() + ".qml");
   }
   refuse_overwriting_inputs(args.out, planned, data);
 
-  PixelSources src = open_sources(m, data);
-  const io::Grid& grid = src.grid;
+  // Each period's rasters (its covariates and population) and time inputs.
+  std::vector<PixelSources> sources;
+  std::vector<Vector> times;
+  for (size_t p = 0; p < time.size(); ++p) {
+    sources.push_back(open_sources(m, io::period_config(data, p)));
+    times.emplace_back(kTimeInputs);
+    time_inputs(io::TimeAxis::time_of(time[p], m.file.time.origin_year()), times.back());
+  }
+  if (time.empty()) sources.push_back(open_sources(m, data));
+  const io::Grid& grid = sources.front().grid;
   // In an MPI job the processes take turns at the strips and the leading one writes every map.
   const bool leader = leading_process();
   std::vector<MapOutput> outs;
+  const std::vector<std::string> band_names = args.split_periods ? std::vector<std::string>() : periods;
   if (leader)
-    outs = open_maps(maps, m, args.out, grid, format, rate_per);
+    outs = open_maps(files, m, args.out, grid, format, rate_per, band_names);
   else
-    for (const MapSpec& spec : maps) outs.push_back({spec, nullptr, {}});
+    for (const MapSpec& spec : files) outs.push_back({spec, nullptr});
+  // Map j of period p: its file's output and band.
+  auto output_of = [&](size_t j, size_t p) -> std::pair<MapOutput*, int> {
+    if (args.split_periods) return {&outs[j * P + p], 0};
+    return {&outs[j], static_cast<int>(p)};
+  };
   // The constant model's rate belongs to the unit holding each pixel: its units are built whole,
   // here. A GP's are built after the maps, a batch at a time.
   io::BuiltData units;
-  std::unordered_map<std::int64_t, const std::string*> unit_of_cell;
+  std::vector<std::unordered_map<std::int64_t, const std::string*>> unit_of_cell(P);  // per period
   if (m.predictor->needs_pixel_units() && !data.units.path.empty()) {
     units = model_dataset(m, args.out);
-    unit_of_cell = units_by_cell(units);
+    for (size_t p = 0; p < P; ++p) unit_of_cell[p] = units_by_cell(units, time.empty() ? -1 : static_cast<int>(p));
   }
 
   PredictOptions po;
@@ -495,58 +563,68 @@ void run_predict(const PredictArgs& args) {
                                                          : std::clamp((1 << 20) / std::max(1, grid.width), 1, 256);
   const io::CoordinateMapper coords(grid);
   Progress progress("predicting", grid.height, args.progress && leader);
-  std::vector<std::vector<double>> values(src.covariates.size());
+  std::vector<std::vector<double>> values(sources.front().covariates.size());
   Strip strip;
   std::vector<const std::string*> pixel_units;
   long long predicted = 0;
-  // Every map's values over rows [row0, row0 + rows), into each output's strip.
-  auto predict_strip = [&](int row0, int rows) {
-    read_strip(src, m, coords, row0, rows, values, strip);
+  std::vector<std::vector<float>> map_strips(maps.size());
+  // Every map's values over rows [row0, row0 + rows) of period p, into map_strips.
+  auto predict_strip = [&](int row0, int rows, size_t p) {
+    read_strip(sources[p], m, coords, time.empty() ? nullptr : &times[p], row0, rows, values, strip);
     pixel_units.clear();
     if (m.predictor->needs_pixel_units())
       for (Index i : strip.valid) {
-        const auto it = unit_of_cell.find(static_cast<std::int64_t>(row0) * grid.width + i);
-        pixel_units.push_back(it != unit_of_cell.end() ? it->second : nullptr);
+        const auto it = unit_of_cell[p].find(static_cast<std::int64_t>(row0) * grid.width + i);
+        pixel_units.push_back(it != unit_of_cell[p].end() ? it->second : nullptr);
       }
-    std::vector<Prediction> p;
+    std::vector<Prediction> pred;
     for (size_t d = 0; d < task_options.size(); ++d)
-      p.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_options[d], static_cast<int>(d)));
+      pred.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_options[d], static_cast<int>(d)));
     const size_t n = static_cast<size_t>(strip.rows) * static_cast<size_t>(grid.width);
-    for (auto& o : outs) {
-      o.strip.assign(n, NAN);
-      for (size_t j = 0; j < strip.valid.size(); ++j) {
-        const size_t i = static_cast<size_t>(strip.valid[j]);
-        o.strip[i] =
-            static_cast<float>(map_value(o.spec, p[static_cast<size_t>(o.spec.task)], static_cast<Index>(j),
-                                         strip.population.empty() ? NAN : strip.population[i], o.spec.rate_per));
+    for (size_t j = 0; j < maps.size(); ++j) {
+      const MapSpec& spec = maps[j];
+      map_strips[j].assign(n, NAN);
+      for (size_t k = 0; k < strip.valid.size(); ++k) {
+        const size_t i = static_cast<size_t>(strip.valid[k]);
+        map_strips[j][i] =
+            static_cast<float>(map_value(spec, pred[static_cast<size_t>(spec.task)], static_cast<Index>(k),
+                                         strip.population.empty() ? NAN : strip.population[i], spec.rate_per));
       }
     }
     predicted += static_cast<long long>(strip.valid.size());
   };
+  // The work is (strip, period) pairs, strip by strip, shared round the processes.
   const int count = process_count(), rank = process_rank();
   std::vector<float> message;
-  for (int k = 0, row0 = 0; row0 < grid.height; ++k, row0 += strip_rows) {
-    const int rows = std::min(strip_rows, grid.height - row0), owner = k % count;
+  long long job = 0;
+  for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
+    const int rows = std::min(strip_rows, grid.height - row0);
     const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
-    if (owner == rank) predict_strip(row0, rows);
-    if (!leader) {
-      // A strip of this process goes to the leading process, every map's values in one message.
-      if (owner != rank) continue;
-      message.clear();
-      for (const auto& o : outs) message.insert(message.end(), o.strip.begin(), o.strip.end());
-      send_floats(message.data(), message.size(), 0);
-      continue;
+    for (size_t p = 0; p < P; ++p, ++job) {
+      const int owner = static_cast<int>(job % count);
+      if (owner == rank) predict_strip(row0, rows, p);
+      if (!leader) {
+        // A strip of this process goes to the leading process, every map's values in one message.
+        if (owner != rank) continue;
+        message.clear();
+        for (const auto& v : map_strips) message.insert(message.end(), v.begin(), v.end());
+        send_floats(message.data(), message.size(), 0);
+        continue;
+      }
+      if (owner != rank) {
+        message.resize(n * maps.size());
+        receive_floats(message.data(), message.size(), owner);
+        for (size_t j = 0; j < maps.size(); ++j)
+          map_strips[j].assign(message.begin() + static_cast<std::ptrdiff_t>(j * n),
+                               message.begin() + static_cast<std::ptrdiff_t>((j + 1) * n));
+      }
+      for (size_t j = 0; j < maps.size(); ++j) {
+        const auto [out, band] = output_of(j, p);
+        out->writer->write_rows(row0, rows, map_strips[j], band);
+      }
+      fault_point("strip");
     }
-    if (owner != rank) {
-      message.resize(n * outs.size());
-      receive_floats(message.data(), message.size(), owner);
-      for (size_t j = 0; j < outs.size(); ++j)
-        outs[j].strip.assign(message.begin() + static_cast<std::ptrdiff_t>(j * n),
-                             message.begin() + static_cast<std::ptrdiff_t>((j + 1) * n));
-    }
-    for (auto& o : outs) o.writer->write_rows(row0, rows, o.strip);
-    fault_point("strip");
-    progress.update(row0 + rows);
+    if (leader) progress.update(row0 + rows);
   }
   predicted = static_cast<long long>(processes().sum(static_cast<double>(predicted)));
   if (leader) {
@@ -556,8 +634,9 @@ void run_predict(const PredictArgs& args) {
       fault_point("map");
     }
     if (styles) write_map_styles(outs, args.out);
-    spdlog::info("predicted {} pixels of {} x {}; wrote {} maps{} to {}", predicted, grid.width, grid.height,
-                 outs.size(), styles ? " with their QGIS styles" : "", args.out);
+    spdlog::info("predicted {} pixels of {} x {}{}; wrote {} maps{} to {}", predicted, grid.width, grid.height,
+                 time.empty() ? "" : " over " + std::to_string(time.size()) + " periods", outs.size(),
+                 styles ? " with their QGIS styles" : "", args.out);
   }
   if (!data.units.path.empty()) {
     const std::vector<double> levels = quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975};
@@ -596,7 +675,9 @@ int predict_main(int argc, char** argv) {
       "Predicts pixel-level intensity with its uncertainty over the whole reference grid from a fitted model, "
       "writing one single-band GeoTIFF per quantity (intensity_mean, intensity_sd, intensity_q<level>, "
       "cases_mean, latent_mean, latent_sd, exceedance_<t>) and units.csv with observed and predicted totals. "
-      "With --config it predicts for another area or year from rasters with the same covariate names.",
+      "With --config it predicts for another area or year from rasters with the same covariate names. A "
+      "space-time model predicts every period of data.time (a band per period), including periods beyond its "
+      "training data when their covariates exist.",
       "vbagg-predict");
   PredictArgs args;
   bool quiet = false, verbose = false;
@@ -619,6 +700,9 @@ int predict_main(int argc, char** argv) {
       ->check(CLI::IsMember({"qgis", "none"}));
   app.add_option("--threads", args.threads, "Threads (default: train.threads, 0 = every core)")
       ->check(CLI::PositiveNumber);
+  app.add_flag("--split-periods", args.split_periods,
+               "A space-time model's maps as one file per quantity and period, <quantity>_<period>.tif (default: one "
+               "file per quantity with a band per period of data.time, each band named by its period)");
   add_common_flags(app, quiet, verbose);
   return run_app(app, argc, argv, [&] {
     setup_logging("vbagg-predict", quiet, verbose);

@@ -18,6 +18,7 @@ struct PredictArgs {
   std::vector<std::string> creation;  // GDAL creation options KEY=VALUE
   std::string style;                  // qgis or none; empty: predict.style
   int threads = 0;                    // 0: train.threads
+  bool split_periods = false;         // a space-time model's maps as one file per period
   bool progress = false;              // a progress bar on an interactive stderr
 };
 

@@ -25,7 +25,7 @@ struct Settings {
     bool linear_mean = true;                 // mean_function: linear
     std::optional<bool> unit_effect;         // nullopt: auto
     double jitter = 1e-6;
-    std::string kernel_covariates, kernel_space;
+    std::string kernel_covariates, kernel_space, kernel_time;
     Index inducing_count = 0;  // 0: from the number of training units
     std::string inducing_init;
   } model;

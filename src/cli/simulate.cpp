@@ -117,9 +117,12 @@ std::string numbered(const char* prefix, size_t k, int digits) {
   return name;
 }
 
+std::vector<std::string> month_labels(const CountryOptions& o);
+
 // units.gpkg (the units with cases, the unit survey and their province), provinces.gpkg (each
 // province's count) and clusters.gpkg (the survey clusters as points at their pixels' centres).
-void write_vectors(const std::string& dir, const io::Grid& grid, const Country& c) {
+void write_vectors(const std::string& dir, const io::Grid& grid, const Country& c,
+                   const std::vector<std::string>& labels) {
   OGRSpatialReference srs;
   const int units = static_cast<int>(c.counts.size()), provinces = static_cast<int>(c.province_counts.size());
   std::vector<OGRMultiPolygon> unit_parts = polygons_of(grid, c.unit_of_pixel, units, srs);
@@ -131,6 +134,11 @@ void write_vectors(const std::string& dir, const io::Grid& grid, const Country& 
     province[k] = c.province_of_unit[static_cast<size_t>(k)] + 1;
   }
   u.fields = {{"cases", c.counts}, {"tested", c.tested}, {"positive", c.positives}, {"province", province}};
+  // A seasonal country's counts as a field per month: cases_YYYYMM.
+  for (Index m = 0; m < c.monthly_counts.cols(); ++m) {
+    const std::string& label = labels[static_cast<size_t>(m)];
+    u.fields.push_back({"cases_" + label.substr(0, 4) + label.substr(5, 2), c.monthly_counts.col(m)});
+  }
   write_layer(dir + "/units.gpkg", srs, u);
 
   std::vector<int> province_of_pixel(c.unit_of_pixel.size());
@@ -205,6 +213,78 @@ std::string sources_config(const Country& c, bool survey) {
   return s.str();
 }
 
+// The month labels of a seasonal country: YYYY-MM from January of its first year.
+std::vector<std::string> month_labels(const CountryOptions& o) {
+  std::vector<std::string> labels;
+  for (int m = 0; m < o.months; ++m) {
+    char label[16];
+    std::snprintf(label, sizeof label, "%04d-%02d", o.first_year + m / 12, m % 12 + 1);
+    labels.push_back(label);
+  }
+  return labels;
+}
+
+// A Float32 GeoTIFF with one band per value set, each band described by its label.
+void write_bands(const std::string& path, const io::Grid& grid, const std::vector<Vector>& bands,
+                 const std::vector<std::string>& labels) {
+  io::AtomicOutput out(path);
+  {
+    GDALDriver* gtiff = GetGDALDriverManager()->GetDriverByName("GTiff");
+    const char* options[] = {"COMPRESS=DEFLATE", "TILED=YES", nullptr};
+    io::DatasetPtr ds(gtiff->Create(out.temp_path().c_str(), grid.width, grid.height, static_cast<int>(bands.size()),
+                                    GDT_Float32, const_cast<char**>(options)));
+    if (!ds) throw DataError("cannot create '" + path + "': " + io::gdal_error());
+    double gt[6];
+    for (int k = 0; k < 6; ++k) gt[k] = grid.transform[static_cast<size_t>(k)];
+    ds->SetGeoTransform(gt);
+    ds->SetProjection(grid.crs_wkt.c_str());
+    for (size_t b = 0; b < bands.size(); ++b) {
+      GDALRasterBand* band = ds->GetRasterBand(static_cast<int>(b + 1));
+      band->SetNoDataValue(io::kOutputNodata);
+      band->SetDescription(labels[b].c_str());
+      std::vector<float> v(static_cast<size_t>(bands[b].size()));
+      for (Index i = 0; i < bands[b].size(); ++i)
+        v[static_cast<size_t>(i)] =
+            std::isnan(bands[b][i]) ? static_cast<float>(io::kOutputNodata) : static_cast<float>(bands[b][i]);
+      if (band->RasterIO(GF_Write, 0, 0, grid.width, grid.height, v.data(), grid.width, grid.height, GDT_Float32, 0,
+                         0) != CE_None)
+        throw DataError("cannot write '" + path + "': " + io::gdal_error());
+    }
+  }
+  out.commit();
+}
+
+// A seasonal country's months: the rainfall series (one band per month), the true monthly
+// intensities, the counts per unit and month in the long layout (cases_monthly.csv; units.gpkg
+// holds them as a field per month), and the run configurations of both layouts.
+void write_months(const std::string& dir, const io::Grid& grid, const Country& c, const CountryOptions& o) {
+  const std::vector<std::string> labels = month_labels(o);
+  write_bands(dir + "/rain_monthly.tif", grid, c.monthly_rain, labels);
+  for (int m = 0; m < o.months; ++m)
+    write_field(dir + "/truth_intensity_" + labels[static_cast<size_t>(m)] + ".tif", grid,
+                c.monthly_intensity[static_cast<size_t>(m)], "true intensity " + labels[static_cast<size_t>(m)],
+                "cases per person per month");
+  std::ostringstream table;
+  table << "ID,period,cases\n";
+  for (Index u = 0; u < c.monthly_counts.rows(); ++u)
+    for (int m = 0; m < o.months; ++m)
+      table << numbered("U", static_cast<size_t>(u), 3) << "," << labels[static_cast<size_t>(m)] << ","
+            << static_cast<long long>(c.monthly_counts(u, m)) << "\n";
+  io::write_text_atomic(dir + "/cases_monthly.csv", table.str());
+  std::ostringstream common;
+  common << country_layers(c) << "  time: " << labels.front() << ".." << labels.back() << "\n";
+  const std::string rain = "    - { path: rain_monthly.tif, name: rain, series: bands }\n";
+  std::string layers = common.str();
+  layers.insert(layers.find("  population:"), rain);
+  io::write_text_atomic(dir + "/seasonal.yaml", layers +
+                                                    "  units:\n    path: units.gpkg\n    id_field: ID\n"
+                                                    "    response_field: cases_{year}{month}\n");
+  io::write_text_atomic(dir + "/seasonal_long.yaml",
+                        layers +
+                            "  units:\n    path: units.gpkg\n    id_field: ID\n    response_table: cases_monthly.csv\n"
+                            "    period_field: period\n    response_field: cases\n");
+}
+
 }  // namespace
 
 void simulate_country(const std::string& dir, const CountryOptions& o) {
@@ -216,15 +296,17 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
     write_field(dir + "/" + c.covariate_names[k] + ".tif", grid, c.covariates[k], c.covariate_names[k], "");
   write_field(dir + "/population.tif", grid, c.population, "population", "people");
   write_field(dir + "/truth_intensity.tif", grid, c.intensity, "true intensity", "cases per person");
-  write_vectors(dir, grid, c);
+  write_vectors(dir, grid, c, month_labels(o));
   write_field(dir + "/truth_prevalence.tif", grid, c.prevalence, "true prevalence", "prevalence (proportion positive)");
   io::write_text_atomic(dir + "/data.yaml", country_config(c, false));
   io::write_text_atomic(dir + "/prevalence.yaml", country_config(c, true));
   io::write_text_atomic(dir + "/counts.yaml", sources_config(c, false));
   io::write_text_atomic(dir + "/survey.yaml", sources_config(c, true));
   io::write_text_atomic(dir + "/tasks.yaml", tasks_config(c));
+  if (o.months > 0) write_months(dir, grid, c, o);
   spdlog::info("synthetic country: {} x {} pixels, {} covariates, {} units, {:.0f} cases in all, written to {}",
                o.width, o.height, c.covariates.size(), o.units, c.counts.sum(), dir);
+  if (o.months > 0) spdlog::info("{} months, {:.0f} cases in all", o.months, c.monthly_counts.sum());
 }
 
 void simulate_swissroll(const std::string& dir, const SwissRollOptions& o) {
@@ -261,7 +343,7 @@ int simulate_main(int argc, char** argv) {
       "vbagg-simulate");
   std::string kind, out, size = "160x120";
   unsigned long long seed = 1;
-  int units = 60, covariates = 4, bags = 100;
+  int units = 60, covariates = 4, bags = 100, months = 0;
   double bag_mean = 150, bag_sd = 50, unit_noise = 0;
   bool quiet = false, verbose = false;
   app.add_option("--kind", kind, "What to simulate")->required()->check(CLI::IsMember({"country", "swissroll"}));
@@ -279,6 +361,13 @@ int simulate_main(int argc, char** argv) {
                  "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3.0));
+  app.add_option("--months", months,
+                 "country: months of a seasonal country from January 2019 (0: none). Adds the monthly rainfall "
+                 "(rain_monthly.tif, a band per month), the true monthly intensities (truth_intensity_<YYYY-MM>.tif), "
+                 "the counts per unit and month (units.gpkg fields cases_YYYYMM and cases_monthly.csv) and the "
+                 "space-time configurations seasonal.yaml (a field per month) and seasonal_long.yaml (the long table)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 600));
   app.add_option("--bags", bags, "swissroll: number of bags")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--bag-mean", bag_mean, "swissroll: mean bag size")->capture_default_str();
   app.add_option("--bag-sd", bag_sd, "swissroll: standard deviation of the bag size")->capture_default_str();
@@ -299,6 +388,7 @@ int simulate_main(int argc, char** argv) {
       o.units = units;
       o.covariates = covariates;
       o.unit_noise_sd = unit_noise;
+      o.months = months;
       o.seed = seed;
       simulate_country(out, o);
     } else {

@@ -117,7 +117,7 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   const Dataset& data = built.dataset;
   const ModelKind kind = settings.model.kind;
   const Index Dc = static_cast<Index>(built.covariates.size());
-  const Kernel kernel = model_kernel(settings, Dc, built.num_coordinates);
+  const Kernel kernel = model_kernel(settings, Dc, built.num_coordinates, built.time);
   if (settings.model.linear_mean) spec.linear_inputs = Dc;
   const Dataset fit_data = kind == ModelKind::bag_pixel ? collapse_bags(data) : Dataset();
   const Dataset& d = kind == ModelKind::bag_pixel ? fit_data : data;
@@ -224,6 +224,7 @@ TrainRun train_on_split(const Config& config, io::BuiltData built, const Split& 
   file.covariates = built.covariates;
   file.standardization = standardization;
   file.coordinates = static_cast<int>(built.num_coordinates);
+  file.time = built.time;
   file.grid = built.grid;
   file.train_units = ids_of(built, split.train);
   file.holdout_units = ids_of(built, split.holdout);

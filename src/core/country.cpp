@@ -94,11 +94,43 @@ void add_clusters(Country& c, const CountryOptions& o) {
   }
 }
 
+// The months of a seasonal country, from a stream of their own (the rest is unchanged by them).
+void add_months(Country& c, const CountryOptions& o) {
+  std::mt19937_64 rng(o.seed ^ 0x94d049bb133111ebULL);
+  const Index N = c.population.size();
+  const double extent = std::max(o.width, o.height);
+  const Vector amplitude = (0.7 + 0.3 * smooth_field(o.width, o.height, extent * 0.3, rng).array()).max(0.1).matrix();
+  const Vector peak = (0.3 + 0.06 * smooth_field(o.width, o.height, extent * 0.3, rng).array()).matrix();
+  const Vector wetness = smooth_field(o.width, o.height, extent * 0.2, rng);
+  const double trend = 0.15, span = o.months / 12.0;
+  const int units = static_cast<int>(c.counts.size());
+  c.monthly_counts.resize(units, o.months);
+  for (int m = 0; m < o.months; ++m) {
+    const double t = (m + 0.5) / 12.0;
+    Vector lam(N), rain(N);
+    for (Index i = 0; i < N; ++i) {
+      lam[i] = c.intensity[i] / 12.0 *
+               std::exp(amplitude[i] * std::cos(2 * M_PI * (t - peak[i])) + trend * (t - 0.5 * span));
+      rain[i] = c.population[i] > 0 || !std::isnan(c.covariates[0][i])
+                    ? 100.0 * (1 + std::cos(2 * M_PI * (t - peak[i] + 1.0 / 12))) * std::exp(0.3 * wetness[i])
+                    : NAN;
+    }
+    Vector rate = Vector::Zero(units);
+    for (Index i = 0; i < N; ++i) rate[c.unit_of_pixel[static_cast<size_t>(i)]] += c.population[i] * lam[i];
+    for (int u = 0; u < units; ++u)
+      c.monthly_counts(u, m) =
+          static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
+    c.monthly_intensity.push_back(std::move(lam));
+    c.monthly_rain.push_back(std::move(rain));
+  }
+}
+
 }  // namespace
 
 Country make_country(const CountryOptions& o) {
   if (!(o.unit_noise_sd >= 0 && o.unit_noise_sd <= 3))
     throw ConfigError("synthetic country: the unit noise sd must be in [0, 3]");
+  if (o.months < 0 || o.months > 600) throw ConfigError("synthetic country: the months must be in [0, 600]");
   if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
     throw ConfigError(
         "synthetic country: need a grid of at least 4 x 4, at least one covariate, and 1 to (pixels / 4) units");
@@ -205,6 +237,7 @@ Country make_country(const CountryOptions& o) {
     c.positives[u] =
         static_cast<double>(std::binomial_distribution<long long>(static_cast<long long>(c.tested[u]), pi)(survey_rng));
   }
+  if (o.months > 0) add_months(c, o);
   return c;
 }
 

@@ -16,6 +16,9 @@ struct CountryOptions {
   // Overdispersion: each unit's expected count is multiplied by e^{u_a}, u_a ~ N(-sd^2/2, sd^2)
   // (mean factor 1), before its count is drawn, as real counts vary more than Poisson.
   double unit_noise_sd = 0;
+  // Months of a seasonal country (0: none), from January of first_year.
+  int months = 0;
+  int first_year = 2019;
   unsigned long long seed = 1;
 };
 
@@ -42,6 +45,12 @@ struct Country {
   // drawn by population, tested 20 to 40 people, positives ~ Binomial(tested, prevalence there).
   std::vector<Index> cluster_pixel;
   Vector cluster_tested, cluster_positives;
+  // A seasonal country (CountryOptions::months): per month m, the monthly intensity
+  // lambda_im = lambda_i / 12 exp(a_i cos(2 pi (t_m - phi_i)) + trend (t_m - T / 2)) with a smooth
+  // amplitude a_i and peak phi_i, t_m the month's middle in years; a rainfall that peaks a month
+  // before the cases (NaN in the lake); and counts y_am ~ Poisson(e^{u_a} sum_i p_i lambda_im).
+  std::vector<Vector> monthly_intensity, monthly_rain;
+  Matrix monthly_counts;  // units x months
 };
 
 // Deterministic for a seed. Coordinates of the fields are in pixel units.

@@ -102,12 +102,48 @@ std::string to_string(KernelType type) {
   return "?";
 }
 
-Kernel::Kernel(std::vector<KernelPart> parts) : parts_(std::move(parts)) {
+namespace {
+
+// Every part a term of its own.
+std::vector<KernelTerm> sum_terms(size_t parts) {
+  std::vector<KernelTerm> terms;
+  for (size_t c = 0; c < parts; ++c) terms.push_back({{static_cast<Index>(c)}});
+  return terms;
+}
+
+}  // namespace
+
+Kernel::Kernel(std::vector<KernelPart> parts) : Kernel(parts, sum_terms(parts.size())) {}
+
+Kernel::Kernel(std::vector<KernelPart> parts, std::vector<KernelTerm> terms)
+    : parts_(std::move(parts)), terms_(std::move(terms)) {
   for (const auto& p : parts_) {
     const Index want = p.type == KernelType::ard ? p.dim : 1;
     if (p.dim < 1 || p.log_lengthscale.size() != want)
       throw ConfigError("kernel part '" + to_string(p.type) + "' has inconsistent dimensions");
   }
+  std::vector<int> used(parts_.size(), 0);
+  for (const auto& term : terms_) {
+    if (term.empty()) throw ConfigError("a kernel term has no factor");
+    for (const auto& factor : term) {
+      if (factor.empty()) throw ConfigError("a kernel factor has no part");
+      for (Index c : factor) {
+        if (c < 0 || c >= static_cast<Index>(parts_.size()))
+          throw ConfigError("a kernel term names part " + std::to_string(c) + " of " + std::to_string(parts_.size()));
+        ++used[static_cast<size_t>(c)];
+      }
+    }
+  }
+  for (size_t c = 0; c < used.size(); ++c)
+    if (used[c] != 1)
+      throw ConfigError("kernel part " + std::to_string(c) + " is used " + std::to_string(used[c]) +
+                        " times by the terms; each part belongs to exactly one");
+}
+
+bool Kernel::is_sum() const {
+  for (const auto& term : terms_)
+    if (term.size() != 1 || term[0].size() != 1) return false;
+  return true;
 }
 
 Index Kernel::num_params() const {
@@ -120,7 +156,7 @@ Vector Kernel::params() const {
   Vector theta(num_params());
   Index k = 0;
   for (const auto& p : parts_) {
-    theta[k++] = p.log_variance;
+    if (!p.fixed_variance) theta[k++] = p.log_variance;
     theta.segment(k, p.log_lengthscale.size()) = p.log_lengthscale;
     k += p.log_lengthscale.size();
   }
@@ -130,7 +166,7 @@ Vector Kernel::params() const {
 void Kernel::set_params(const Vector& theta) {
   Index k = 0;
   for (auto& p : parts_) {
-    p.log_variance = theta[k++];
+    if (!p.fixed_variance) p.log_variance = theta[k++];
     p.log_lengthscale = theta.segment(k, p.log_lengthscale.size());
     k += p.log_lengthscale.size();
   }
@@ -141,25 +177,46 @@ std::vector<std::string> Kernel::param_names() const {
   for (size_t c = 0; c < parts_.size(); ++c) {
     const auto& p = parts_[c];
     const std::string base = "part" + std::to_string(c) + "." + to_string(p.type);
-    names.push_back(base + ".log_variance");
+    if (!p.fixed_variance) names.push_back(base + ".log_variance");
     for (Index d = 0; d < p.log_lengthscale.size(); ++d)
       names.push_back(base + ".log_lengthscale" + (p.log_lengthscale.size() > 1 ? "[" + std::to_string(d) + "]" : ""));
   }
   return names;
 }
 
+double Kernel::factor_variance(const KernelFactor& f) const {
+  double s = 0;
+  for (Index c : f) s += std::exp(parts_[static_cast<size_t>(c)].log_variance);
+  return s;
+}
+
 double Kernel::diag_value() const {
   double s = 0;
-  for (const auto& p : parts_) s += std::exp(p.log_variance);
+  for (const auto& term : terms_) {
+    double prod = 1;
+    for (const auto& f : term) prod *= factor_variance(f);
+    s += prod;
+  }
   return s;
 }
 
 void Kernel::diag_backward(double g, Vector& grad) const {
+  std::vector<Index> offset(parts_.size());
   Index k = 0;
-  for (const auto& p : parts_) {
-    grad[k] += g * std::exp(p.log_variance);
-    k += p.num_params();
+  for (size_t c = 0; c < parts_.size(); ++c) {
+    offset[c] = k;
+    k += parts_[c].num_params();
   }
+  for (const auto& term : terms_)
+    for (size_t j = 0; j < term.size(); ++j) {
+      double others = 1;
+      for (size_t i = 0; i < term.size(); ++i)
+        if (i != j) others *= factor_variance(term[i]);
+      for (Index c : term[j]) {
+        const auto& p = parts_[static_cast<size_t>(c)];
+        if (!p.fixed_variance) grad[offset[static_cast<size_t>(c)]] += g * others * std::exp(p.log_variance);
+      }
+    }
 }
 
 void Kernel::cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* cache) const {
@@ -168,76 +225,136 @@ void Kernel::cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* c
   cross_into(X1, X2, K, cache ? *cache : local);
 }
 
+void Kernel::add_part(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
+                      Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const {
+  const Index n1 = X1.cols(), n2 = X2.cols();
+  const auto& p = parts_[c];
+  auto& pc = cache.parts[c];
+  scale_inputs(p, X1, pc.z1);
+  scale_inputs(p, X2, pc.z2);
+  const auto z1 = pc.z1.view(), z2 = pc.z2.view();
+  auto r2 = pc.r2.shape(n1, n2);
+  r2.noalias() = -2.0 * z1.transpose() * z2;
+  cache.norms1 = z1.colwise().squaredNorm().transpose().array();
+  cache.norms2 = z2.colwise().squaredNorm().transpose().array();
+  const double var = std::exp(p.log_variance);
+  // One pass per column: finish the distances (kept for the backward pass) and add the part.
+  for (Index j = 0; j < n2; ++j) {
+    auto d = r2.col(j).array();
+    d = (d + cache.norms1 + cache.norms2[j]).max(0.0);
+    cache.column = d;
+    if (assign) {
+      profile(p.type, var, cache.column, out.col(j).array());
+    } else {
+      profile(p.type, var, cache.column, cache.column);
+      out.col(j).array() += cache.column;
+    }
+  }
+}
+
 void Kernel::cross_into(const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2, Eigen::Ref<Matrix> K,
                         KernelCache& cache) const {
   const Index n1 = X1.cols(), n2 = X2.cols();
   cache.parts.resize(parts_.size());
-  for (size_t c = 0; c < parts_.size(); ++c) {
-    const auto& p = parts_[c];
-    auto& pc = cache.parts[c];
-    scale_inputs(p, X1, pc.z1);
-    scale_inputs(p, X2, pc.z2);
-    const auto z1 = pc.z1.view(), z2 = pc.z2.view();
-    auto r2 = pc.r2.shape(n1, n2);
-    r2.noalias() = -2.0 * z1.transpose() * z2;
-    cache.norms1 = z1.colwise().squaredNorm().transpose().array();
-    cache.norms2 = z2.colwise().squaredNorm().transpose().array();
-    const double var = std::exp(p.log_variance);
-    // One pass per column: finish the distances (kept for the backward pass) and add the part.
-    for (Index j = 0; j < n2; ++j) {
-      auto d = r2.col(j).array();
-      d = (d + cache.norms1 + cache.norms2[j]).max(0.0);
-      cache.column = d;
-      if (c == 0) {
-        profile(p.type, var, cache.column, K.col(j).array());
-      } else {
-        profile(p.type, var, cache.column, cache.column);
-        K.col(j).array() += cache.column;
+  bool first = true;
+  size_t f = 0;  // product factors, numbered over the terms
+  for (const auto& term : terms_) {
+    if (term.size() == 1) {
+      for (Index c : term[0]) {
+        add_part(static_cast<size_t>(c), X1, X2, K, first, cache);
+        first = false;
       }
+      continue;
     }
+    if (cache.factors.size() < f + term.size()) cache.factors.resize(f + term.size());
+    for (size_t j = 0; j < term.size(); ++j) {
+      auto F = cache.factors[f + j].shape(n1, n2);
+      for (size_t i = 0; i < term[j].size(); ++i) add_part(static_cast<size_t>(term[j][i]), X1, X2, F, i == 0, cache);
+    }
+    for (Index col = 0; col < n2; ++col) {
+      cache.column = cache.factors[f].view().col(col).array();
+      for (size_t j = 1; j < term.size(); ++j) cache.column *= cache.factors[f + j].view().col(col).array();
+      if (first)
+        K.col(col).array() = cache.column;
+      else
+        K.col(col).array() += cache.column;
+    }
+    first = false;
+    f += term.size();
+  }
+}
+
+void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCache& cache, Index offset,
+                           Vector& grad_theta, Matrix* grad_X1) const {
+  const auto& p = parts_[c];
+  auto& pc = cache.parts[c];
+  const auto z1 = pc.z1.view(), z2 = pc.z2.view();
+  auto H = pc.r2.view();  // becomes dL/d(r^2_ij)
+  const double var = std::exp(p.log_variance);
+  double g_log_var = 0;
+  for (Index j = 0; j < H.cols(); ++j)
+    g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
+  if (!p.fixed_variance) grad_theta[offset++] += g_log_var;
+
+  // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
+  const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
+  const Matrix Z2Ht = z2 * H.transpose();  // dim x n1
+  const Vector per_dim = z1.array().square().matrix() * h1 + z2.array().square().matrix() * h2 -
+                         2.0 * z1.cwiseProduct(Z2Ht).rowwise().sum();
+  if (p.log_lengthscale.size() == 1)
+    grad_theta[offset] += -2.0 * per_dim.sum();
+  else
+    grad_theta.segment(offset, p.dim) += -2.0 * per_dim;
+
+  if (grad_X1) {
+    // d r^2_ij / d x1_id = 2 (z1_id - z2_jd) / l_d
+    const Vector inv_ls = (-p.log_lengthscale.array()).exp();
+    Matrix g = 2.0 * (z1 * h1.asDiagonal() - Z2Ht);
+    if (inv_ls.size() == 1)
+      g *= inv_ls[0];
+    else
+      g = inv_ls.asDiagonal() * g;
+    grad_X1->middleRows(p.begin, p.dim) += g;
   }
 }
 
 void Kernel::cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta,
                             Matrix* grad_X1) const {
-  Index offset = 0;
-  Matrix Z2Ht;
+  std::vector<Index> offset(parts_.size());
+  Index k = 0;
   for (size_t c = 0; c < parts_.size(); ++c) {
-    const auto& p = parts_[c];
-    auto& pc = cache.parts[c];
-    const auto z1 = pc.z1.view(), z2 = pc.z2.view();
-    auto H = pc.r2.view();  // becomes dL/d(r^2_ij)
-    const double var = std::exp(p.log_variance);
-    double g_log_var = 0;
-    for (Index j = 0; j < H.cols(); ++j)
-      g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
-    grad_theta[offset] += g_log_var;
-
-    // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
-    const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
-    Z2Ht.noalias() = z2 * H.transpose();  // dim x n1
-    const Vector per_dim = z1.array().square().matrix() * h1 + z2.array().square().matrix() * h2 -
-                           2.0 * z1.cwiseProduct(Z2Ht).rowwise().sum();
-    if (p.log_lengthscale.size() == 1)
-      grad_theta[offset + 1] += -2.0 * per_dim.sum();
-    else
-      grad_theta.segment(offset + 1, p.dim) += -2.0 * per_dim;
-
-    if (grad_X1) {
-      // d r^2_ij / d x1_id = 2 (z1_id - z2_jd) / l_d
-      const Vector inv_ls = (-p.log_lengthscale.array()).exp();
-      Matrix g = 2.0 * (z1 * h1.asDiagonal() - Z2Ht);
-      if (inv_ls.size() == 1)
-        g *= inv_ls[0];
-      else
-        g = inv_ls.asDiagonal() * g;
-      grad_X1->middleRows(p.begin, p.dim) += g;
+    offset[c] = k;
+    k += parts_[c].num_params();
+  }
+  size_t f = 0;
+  Matrix Gj;
+  for (const auto& term : terms_) {
+    if (term.size() == 1) {
+      for (Index c : term[0])
+        part_backward(static_cast<size_t>(c), G, cache, offset[static_cast<size_t>(c)], grad_theta, grad_X1);
+      continue;
     }
-    offset += p.num_params();
+    // d(prod_i F_i)/dF_j = prod_{i != j} F_i.
+    for (size_t j = 0; j < term.size(); ++j) {
+      Gj = G;
+      for (size_t i = 0; i < term.size(); ++i)
+        if (i != j) Gj.array() *= cache.factors[f + i].view().array();
+      for (Index c : term[j])
+        part_backward(static_cast<size_t>(c), Gj, cache, offset[static_cast<size_t>(c)], grad_theta, grad_X1);
+    }
+    f += term.size();
   }
 }
 
-Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords) {
+void time_inputs(double t, Eigen::Ref<Vector> out) {
+  const double angle = 2 * std::acos(-1.0) * t;
+  out[0] = t;
+  out[1] = std::cos(angle);
+  out[2] = std::sin(angle);
+}
+
+Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
+                   const std::string& time) {
   std::vector<KernelPart> parts;
   auto add = [&](const std::string& name, Index begin, Index dim, const char* what) {
     if (name == "none") return;
@@ -255,10 +372,32 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
                       "' (allowed: ard, rbf, matern12, matern32, matern52, none)");
   if (space != "none" && space != "rbf" && space != "matern12" && space != "matern32" && space != "matern52")
     throw ConfigError("unknown space kernel '" + space + "' (allowed: matern12, matern32, matern52, rbf, none)");
+  if (time != "none" && time != "seasonal" && time != "trend" && time != "seasonal+trend")
+    throw ConfigError("unknown time kernel '" + time + "' (allowed: seasonal+trend, seasonal, trend, none)");
   add(covariates, 0, num_covariates, "covariates");
   add(space, num_covariates, num_coords, "coordinates");
+  std::vector<KernelTerm> terms = sum_terms(parts.size());
+  if (time != "none") {
+    const Index t0 = num_covariates + num_coords;
+    KernelFactor time_factor;
+    if (time != "trend") {
+      add("rbf", t0 + 1, 2, "time inputs");
+      time_factor.push_back(static_cast<Index>(parts.size()) - 1);
+    }
+    if (time != "seasonal") {
+      add("rbf", t0, 1, "time inputs");
+      time_factor.push_back(static_cast<Index>(parts.size()) - 1);
+    }
+    if (space != "none") {
+      KernelTerm& space_term = terms.back();
+      parts[static_cast<size_t>(space_term[0][0])].fixed_variance = true;
+      space_term.push_back(time_factor);
+    } else {
+      for (Index c : time_factor) terms.push_back({{c}});
+    }
+  }
   if (parts.empty()) throw ConfigError("the kernel has no part: covariates and space kernels are both 'none'");
-  return Kernel(parts);
+  return Kernel(parts, terms);
 }
 
 std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed) {

@@ -1,4 +1,4 @@
-// Stationary kernels and their sums, with hyperparameters in log space.
+// Stationary kernels, their sums and products, with hyperparameters in log space.
 #pragma once
 
 #include <string>
@@ -22,9 +22,18 @@ struct KernelPart {
   Index dim = 1;
   double log_variance = 0.0;
   Vector log_lengthscale = Vector::Zero(1);  // size dim for ard, 1 otherwise
+  // A factor of a product whose scale another factor carries: its variance stays 1 and is not a
+  // parameter (a product's variances would otherwise trade off against each other).
+  bool fixed_variance = false;
 
-  Index num_params() const { return 1 + log_lengthscale.size(); }
+  Index num_params() const { return (fixed_variance ? 0 : 1) + log_lengthscale.size(); }
 };
+
+// How parts combine: k = sum over terms of the product over the term's factors of the sum of the
+// factor's parts (indices into the part list). Space x (seasonal + trend) is one term of two
+// factors, {space} and {seasonal, trend}.
+using KernelFactor = std::vector<Index>;
+using KernelTerm = std::vector<KernelFactor>;
 
 // Scratch of a cross-covariance evaluation, kept for its backward pass: per part, the inputs
 // divided by the lengthscales and the scaled squared distances. Reusing one cache across
@@ -35,23 +44,31 @@ struct KernelCache {
     Buffer r2;      // n1 x n2; cross_backward overwrites it with dL/d(r^2)
   };
   std::vector<Part> parts;
+  std::vector<Buffer> factors;  // n1 x n2 values of each factor of a product term
   Eigen::ArrayXd column, norms1, norms2;
 };
 
-// k(x, x') = sum of parts. The malaria kernel is ard on covariates + matern32 on coordinates.
+// k(x, x') = sum of terms. The malaria kernel is ard on covariates + matern32 on coordinates; with
+// a time axis, + matern32 on coordinates x (seasonal + trend) on time.
 class Kernel {
  public:
   Kernel() = default;
+  // The sum of the parts (each part a term of one factor).
   explicit Kernel(std::vector<KernelPart> parts);
+  // Parts combined by `terms`, which must use every part exactly once.
+  Kernel(std::vector<KernelPart> parts, std::vector<KernelTerm> terms);
 
   const std::vector<KernelPart>& parts() const { return parts_; }
   std::vector<KernelPart>& parts() { return parts_; }
+  const std::vector<KernelTerm>& terms() const { return terms_; }
+  // Whether every term is one part (a plain sum).
+  bool is_sum() const;
   Index num_params() const;
   Vector params() const;  // [log sigma^2, log lengthscales...] per part
   void set_params(const Vector& theta);
   std::vector<std::string> param_names() const;
 
-  // k(x, x) of a stationary kernel: the sum of the part variances.
+  // k(x, x) of a stationary kernel: the sum over terms of the product of its factors' variances.
   double diag_value() const;
   // Adds g * d k(x,x) / d theta to grad (the gradient of a term g * k(x, x)).
   void diag_backward(double g, Vector& grad) const;
@@ -66,17 +83,38 @@ class Kernel {
   void cross_backward(const Eigen::Ref<const Matrix>& G, KernelCache& cache, Vector& grad_theta, Matrix* grad_X1) const;
 
  private:
+  // Evaluates part c into `out`, replacing its values or adding to them.
+  void add_part(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
+                Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const;
+  // Given dL/d(part c's values), adds its parameter gradients at `offset` and its input gradient.
+  void part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCache& cache, Index offset, Vector& grad_theta,
+                     Matrix* grad_X1) const;
+  double factor_variance(const KernelFactor& f) const;
+
   std::vector<KernelPart> parts_;
+  std::vector<KernelTerm> terms_;
 };
 
-// Builds the sum kernel of the CLI: `covariates` (ard|rbf|none) on rows [0, num_covariates) and
-// `space` (matern12|matern32|matern52|rbf|none) on the following num_coords rows.
-Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords);
+// The time axis as model inputs: the time t in years since the start of a calendar year (the
+// first period's: small numbers, so squared distances do not cancel), then cos and sin of 2 pi t
+// (the season as a point on the unit circle). An rbf on the circle rows is the periodic kernel with a one-year
+// period, exp(-2 sin^2(pi (t - t')) / l^2), as |u - u'|^2 = 4 sin^2(pi (t - t')).
+inline constexpr Index kTimeInputs = 3;
+// The three time inputs of time t (in years), into out.
+void time_inputs(double t, Eigen::Ref<Vector> out);
+
+// Builds the kernel of the CLI: `covariates` (ard|rbf|matern*|none) on rows [0, num_covariates) and
+// `space` (matern12|matern32|matern52|rbf|none) on the following num_coords rows. With a `time`
+// kernel (seasonal|trend|seasonal+trend) on the kTimeInputs rows after those, the space part is
+// multiplied by the sum of the time parts (the space part's variance fixed at 1, the time parts
+// carrying the scale); without a space kernel the time parts are added on their own.
+Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
+                   const std::string& time = "none");
 
 // The median heuristic, in two steps so that the inputs may be spread over processes
 // (PixelColumns::gather in between): the seeded subsample's columns among n inputs, then every
 // variance set to 1 and every lengthscale to the median pairwise distance of the part's inputs
-// in the sampled columns.
+// in the sampled columns (fixed variances stay 1).
 std::vector<Index> median_heuristic_sample(Index n, unsigned long long seed);
 void init_kernel_median_heuristic(Kernel& kernel, const Matrix& sample);
 

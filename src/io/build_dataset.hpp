@@ -23,6 +23,7 @@ struct UnitSummary {
   double area = 0;           // sum of the kept pixels' coverage fractions, in pixels
   Index dropped_pixels = 0;  // assigned pixels dropped for a missing covariate or population
   double population = 0;     // sum of coverage x population over kept pixels
+  int period = -1;           // with data.time: the index of the unit's period (its id ends "@<period>")
 };
 
 struct BuiltData {
@@ -38,11 +39,17 @@ struct BuiltData {
   std::vector<UnitSummary> units;       // every unit kept (over all processes), in bag order
   Index first_unit = 0;                 // a batch's: the place of units[0] among the whole build's units
   std::vector<std::string> sources;     // names of data.sources, in order (empty: one source)
-  std::vector<UnitIssue> dropped;       // problems of the units dropped under on_bad_unit: drop
-  std::vector<std::string> notes;       // alignment, repairs, constant covariates, ...
-  std::vector<std::string> warnings;    // units whose numbers look wrong: too small, implausible rates
+  // data.time's periods (empty: one period). With periods, the inputs end with the kTimeInputs
+  // time rows after the coordinates, and a bag is a unit in one period.
+  TimeAxis time;
+  std::vector<UnitIssue> dropped;     // problems of the units dropped under on_bad_unit: drop
+  std::vector<std::string> notes;     // alignment, repairs, constant covariates, ...
+  std::vector<std::string> warnings;  // units whose numbers look wrong: too small, implausible rates
 };
 
+// With data.time, every period is built on its own (period_config) and the bags of all periods are
+// joined, period after period, each pixel carrying its period's covariates and time inputs.
+//
 // Resolves relative paths against base_dir, aligns every layer to the reference grid, assigns
 // pixels to units and gathers the pixel table. With several sources (DataConfig::more_sources),
 // each source's units are read and assigned in turn, on the first source's reference grid, and their

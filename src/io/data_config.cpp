@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <string>
 
 #include "core/types.hpp"
 
@@ -46,6 +47,32 @@ void check_resampling(const std::string& name, const std::string& where) {
   std::string list;
   for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
   throw ConfigError(where + ": unknown resampling '" + name + "' (allowed: " + list + ")");
+}
+
+DataConfig period_config(const DataConfig& config, size_t i) {
+  const Period& p = config.time[i];
+  DataConfig c = config;
+  c.time = {};
+  for (size_t k = 0; k < c.covariates.size(); ++k) {
+    LayerSpec& l = c.covariates[k];
+    const std::string where = "data.covariates[" + std::to_string(k) + "]";
+    if (has_period_tokens(l.path)) {
+      if (l.series_bands)
+        throw ConfigError(where + ": a path pattern and series: bands are two ways to give a series; use one");
+      if (l.name.empty()) l.name = pattern_stem(l.path);
+      l.path = expand_period(l.path, p, where + ".path");
+    } else if (l.series_bands) {
+      l.name = l.covariate_name();
+      l.band = static_cast<int>(i) + 1;
+      l.bands_expected = static_cast<int>(config.time.size());
+    }
+  }
+  if (has_period_tokens(c.population.path))
+    c.population.path = expand_period(c.population.path, p, "data.population.path");
+  c.units.response_field = expand_period(c.units.response_field, p, "data.units.response_field");
+  c.units.trials_field = expand_period(c.units.trials_field, p, "data.units.trials_field");
+  c.units.period = p.label;
+  return c;
 }
 
 }  // namespace vbagg::io

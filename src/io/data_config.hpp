@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "time_axis.hpp"
+
 namespace vbagg::io {
 
 // How covariates and population come onto the reference grid unless a layer says otherwise:
@@ -15,6 +17,13 @@ struct LayerSpec {
   std::string path;
   std::string name;        // covariate name; default: the file name without extension
   std::string resampling;  // GDAL resampling used to bring the layer onto the reference grid
+  // With data.time, a covariate may be a series: a path pattern with {period}, {year} or {month}
+  // (one file per period), or a multi-band file with one band per period (`series_bands`).
+  bool series_bands = false;
+  // Set per period by period_config: the band to read (1-based; 0 reads every band) of a file that
+  // must have `bands_expected` bands.
+  int band = 0;
+  int bands_expected = 0;
 
   // `name`, or the file's stem when it is empty.
   std::string covariate_name() const;
@@ -37,6 +46,12 @@ struct UnitsSpec {
   std::string name;
   // Its likelihood's name (empty: model.likelihood, or binomial when trials_field is set).
   std::string likelihood;
+  // With data.time: a long table (CSV or any OGR table) of one row per unit and period, joined to
+  // the units by id_field and holding period_field, response_field and trials_field; empty when
+  // the units hold a field per period (response_field a pattern with {period}, {year}, {month}).
+  std::string response_table;
+  std::string period_field = "period";
+  std::string period;  // set per period by period_config: the period whose responses to read
 };
 
 enum class PixelAssignment { centre, all_touched, fraction };
@@ -71,6 +86,12 @@ struct DataConfig {
   bool coordinates = true;
   BadUnitPolicy on_bad_unit = BadUnitPolicy::stop;
   int strip_rows = 256;  // rows read at a time: bounds memory on large grids
+  TimeAxis time;         // data.time: the periods of a space-time fit (empty: one period)
 };
+
+// The configuration of period i of config.time on its own: covariate, population and field patterns
+// expanded, series bands chosen, responses read for that period. Covariates keep their names over
+// the periods (a pattern's name is its stem without the tokens).
+DataConfig period_config(const DataConfig& config, size_t i);
 
 }  // namespace vbagg::io

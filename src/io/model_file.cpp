@@ -42,11 +42,22 @@ void emit_source_parameters(YAML::Emitter& out, const Model& view) {
   }
 }
 
-// A kernel as a list of its parts.
+// A kernel as a list of its parts. The parts of a kernel that is not a plain sum carry their term
+// and factor (a factor of a product with its variance fixed says so).
 void emit_kernel(YAML::Emitter& out, const Kernel& kernel) {
+  std::vector<std::pair<size_t, size_t>> place(kernel.parts().size());
+  for (size_t t = 0; t < kernel.terms().size(); ++t)
+    for (size_t f = 0; f < kernel.terms()[t].size(); ++f)
+      for (Index c : kernel.terms()[t][f]) place[static_cast<size_t>(c)] = {t, f};
   out << YAML::BeginSeq;
-  for (const auto& p : kernel.parts()) {
+  for (size_t c = 0; c < kernel.parts().size(); ++c) {
+    const auto& p = kernel.parts()[c];
     out << YAML::BeginMap;
+    if (!kernel.is_sum()) {
+      out << YAML::Key << "term" << YAML::Value << place[c].first;
+      out << YAML::Key << "factor" << YAML::Value << place[c].second;
+      if (p.fixed_variance) out << YAML::Key << "fixed_variance" << YAML::Value << true;
+    }
     out << YAML::Key << "type" << YAML::Value << to_string(p.type);
     out << YAML::Key << "first_input" << YAML::Value << static_cast<long long>(p.begin);
     out << YAML::Key << "inputs" << YAML::Value << static_cast<long long>(p.dim);
@@ -106,9 +117,21 @@ struct Reader {
 Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& name) {
   if (!kn.IsSequence() || kn.size() == 0) r.broken("'" + name + "' must be a non-empty list");
   std::vector<KernelPart> parts;
+  std::vector<KernelTerm> terms;
   for (size_t i = 0; i < kn.size(); ++i) {
     const std::string w = name + "[" + std::to_string(i) + "].";
+    // Without term and factor, each part is a term of its own.
+    const long long term = kn[i]["term"] ? r.get<long long>(kn[i], "term", w) : static_cast<long long>(i);
+    const long long factor = kn[i]["factor"] ? r.get<long long>(kn[i], "factor", w) : 0;
+    if (term < 0 || factor < 0 || term > static_cast<long long>(kn.size()) ||
+        factor > static_cast<long long>(kn.size()))
+      r.broken("'" + w + "term' or '" + w + "factor' is out of range");
+    if (terms.size() <= static_cast<size_t>(term)) terms.resize(static_cast<size_t>(term) + 1);
+    auto& t = terms[static_cast<size_t>(term)];
+    if (t.size() <= static_cast<size_t>(factor)) t.resize(static_cast<size_t>(factor) + 1);
+    t[static_cast<size_t>(factor)].push_back(static_cast<Index>(i));
     KernelPart p;
+    p.fixed_variance = kn[i]["fixed_variance"] && r.get<bool>(kn[i], "fixed_variance", w);
     try {
       p.type = parse_kernel_type(r.get<std::string>(kn[i], "type", w));
     } catch (const ConfigError& e) {
@@ -121,7 +144,7 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
     parts.push_back(p);
   }
   try {
-    return Kernel(parts);
+    return Kernel(parts, terms);
   } catch (const ConfigError& e) {
     r.broken(e.what());
   }
@@ -143,9 +166,21 @@ void read_common(const Reader& r, const YAML::Node& root, ModelFile& f, Index D)
   f.standardization.mean = r.vec(st, "mean", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
   f.standardization.sd = r.vec(st, "sd", "inputs.standardization.", static_cast<Index>(f.covariates.size()));
   f.coordinates = r.get<int>(inputs, "coordinates", "inputs.");
-  if (D >= 0 && static_cast<Index>(f.covariates.size()) + f.coordinates != D)
-    r.broken(std::to_string(f.covariates.size()) + " covariates and " + std::to_string(f.coordinates) +
-             " coordinates do not match the " + std::to_string(D) + " inputs of the inducing points");
+  if (inputs["periods"]) {
+    std::vector<Period> periods;
+    try {
+      for (const auto& label : r.strings(inputs, "periods", "inputs."))
+        periods.push_back(parse_period(label, "inputs.periods"));
+      f.time = TimeAxis(periods, "inputs.periods");
+    } catch (const ConfigError& e) {
+      r.broken(e.what());
+    }
+  }
+  const Index time_inputs = f.time.empty() ? 0 : kTimeInputs;
+  if (D >= 0 && static_cast<Index>(f.covariates.size()) + f.coordinates + time_inputs != D)
+    r.broken(std::to_string(f.covariates.size()) + " covariates, " + std::to_string(f.coordinates) +
+             " coordinates and " + std::to_string(time_inputs) + " time inputs do not match the " + std::to_string(D) +
+             " inputs of the inducing points");
 
   const YAML::Node g = r.at(root, "grid", "");
   f.grid.width = r.get<int>(g, "width", "grid.");
@@ -268,6 +303,10 @@ void write_model_file(const std::string& path, const ModelFile& f) {
   emit_vector(out, f.standardization.sd);
   out << YAML::EndMap;
   out << YAML::Key << "coordinates" << YAML::Value << f.coordinates;
+  if (!f.time.empty()) {
+    out << YAML::Key << "periods" << YAML::Value;
+    emit_strings(out, f.time.labels());
+  }
   out << YAML::EndMap;
 
   out << YAML::Key << "grid" << YAML::Value << YAML::BeginMap;

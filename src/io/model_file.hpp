@@ -11,6 +11,7 @@
 #include "core/model.hpp"
 #include "core/standardize.hpp"
 #include "grid.hpp"
+#include "time_axis.hpp"
 
 namespace vbagg::io {
 
@@ -31,6 +32,7 @@ struct ModelFile {
   std::vector<std::string> covariates;  // names, in input order
   Standardization standardization;      // of the covariate rows
   int coordinates = 0;                  // 0, 2 (projected km) or 3 (geographic chordal km)
+  TimeAxis time;                        // the training periods of a space-time model (then kTimeInputs inputs)
   Grid grid;                            // the training reference grid
   std::vector<std::string> train_units, holdout_units;
   TrainingSummary training;

@@ -54,24 +54,35 @@ void RasterFormat::validate() const {
 }
 
 RasterWriter::RasterWriter(const std::string& path, const Grid& grid, const std::string& description,
-                           const std::string& unit, const RasterFormat& format)
-    : path_(path), format_(format), grid_(grid), out_(std::make_unique<AtomicOutput>(path)) {
+                           const std::string& unit, const RasterFormat& format,
+                           const std::vector<std::string>& band_names)
+    : path_(path),
+      format_(format),
+      grid_(grid),
+      out_(std::make_unique<AtomicOutput>(path)),
+      stats_(std::max<size_t>(1, band_names.size())) {
   ensure_gdal_registered();
   GDALDriver* gtiff = GetGDALDriverManager()->GetDriverByName("GTiff");
   const bool cog = format.driver == "COG";
   char** opts = creation_options(format, cog);
   CPLErrorReset();
-  ds_.reset(gtiff->Create(out_->temp_path().c_str(), grid.width, grid.height, 1, GDT_Float32, opts));
+  const int bands = static_cast<int>(stats_.size());
+  // Band-interleaved: each band's strips are written whole, in turn.
+  if (bands > 1) opts = CSLSetNameValue(opts, "INTERLEAVE", "BAND");
+  ds_.reset(gtiff->Create(out_->temp_path().c_str(), grid.width, grid.height, bands, GDT_Float32, opts));
   CSLDestroy(opts);
   if (!ds_) throw DataError("cannot create '" + path + "': " + gdal_error());
   double gt[6];
   for (int k = 0; k < 6; ++k) gt[k] = grid.transform[static_cast<size_t>(k)];
   ds_->SetGeoTransform(gt);
   if (!grid.crs_wkt.empty()) ds_->SetProjection(grid.crs_wkt.c_str());
-  GDALRasterBand* band = ds_->GetRasterBand(1);
-  band->SetNoDataValue(kOutputNodata);
-  band->SetDescription(description.c_str());
-  band->SetUnitType(unit.c_str());
+  for (int b = 1; b <= bands; ++b) {
+    GDALRasterBand* band = ds_->GetRasterBand(b);
+    band->SetNoDataValue(kOutputNodata);
+    band->SetDescription(band_names.empty() ? description.c_str() : band_names[static_cast<size_t>(b - 1)].c_str());
+    band->SetUnitType(unit.c_str());
+  }
+  if (!band_names.empty()) ds_->SetMetadataItem("VBAGG_QUANTITY", description.c_str());
   sample_stride_ = std::max<long long>(1, static_cast<long long>(grid.width) * grid.height / 100000);
 }
 
@@ -81,7 +92,10 @@ void RasterWriter::set_metadata(const std::string& key, const std::string& value
   ds_->SetMetadataItem(key.c_str(), value.c_str());
 }
 
-void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& values) {
+void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& values, int band) {
+  if (band < 0 || band >= static_cast<int>(stats_.size()))
+    throw DataError("'" + path_ + "' has no band " + std::to_string(band + 1));
+  BandStatistics& st = stats_[static_cast<size_t>(band)];
   std::vector<float> v(values);
   const long long first = static_cast<long long>(row0) * grid_.width;
   for (size_t i = 0; i < v.size(); ++i) {
@@ -91,24 +105,26 @@ void RasterWriter::write_rows(int row0, int rows, const std::vector<float>& valu
       continue;
     }
     if ((first + static_cast<long long>(i)) % sample_stride_ == 0) sample_.push_back(x);
-    min_ = std::min(min_, static_cast<double>(x));
-    max_ = std::max(max_, static_cast<double>(x));
-    sum_ += x;
-    sum2_ += static_cast<double>(x) * x;
-    ++count_;
+    st.min = std::min(st.min, static_cast<double>(x));
+    st.max = std::max(st.max, static_cast<double>(x));
+    st.sum += x;
+    st.sum2 += static_cast<double>(x) * x;
+    ++st.count;
   }
-  if (ds_->GetRasterBand(1)->RasterIO(GF_Write, 0, row0, grid_.width, rows, v.data(), grid_.width, rows, GDT_Float32, 0,
-                                      0) != CE_None)
+  if (ds_->GetRasterBand(band + 1)->RasterIO(GF_Write, 0, row0, grid_.width, rows, v.data(), grid_.width, rows,
+                                             GDT_Float32, 0, 0) != CE_None)
     throw DataError("cannot write '" + path_ + "': " + gdal_error());
 }
 
 void RasterWriter::finish() {
-  GDALRasterBand* band = ds_->GetRasterBand(1);
-  if (count_ > 0) {
-    const double mean = sum_ / static_cast<double>(count_);
-    const double sd = std::sqrt(std::max(0.0, sum2_ / static_cast<double>(count_) - mean * mean));
-    band->SetStatistics(min_, max_, mean, sd);
-    band->SetMetadataItem("STATISTICS_VALID_PERCENT", std::to_string(100.0 * static_cast<double>(count_) /
+  for (size_t b = 0; b < stats_.size(); ++b) {
+    const BandStatistics& st = stats_[b];
+    if (st.count == 0) continue;
+    GDALRasterBand* band = ds_->GetRasterBand(static_cast<int>(b + 1));
+    const double mean = st.sum / static_cast<double>(st.count);
+    const double sd = std::sqrt(std::max(0.0, st.sum2 / static_cast<double>(st.count) - mean * mean));
+    band->SetStatistics(st.min, st.max, mean, sd);
+    band->SetMetadataItem("STATISTICS_VALID_PERCENT", std::to_string(100.0 * static_cast<double>(st.count) /
                                                                      (static_cast<double>(grid_.width) * grid_.height))
                                                           .c_str());
   }

@@ -1,5 +1,6 @@
-// Single-band Float32 GeoTIFF (or COG) outputs written strip by strip: tiled and compressed by
-// default, nodata set, band description and unit, statistics stored so QGIS stretches at once.
+// Float32 GeoTIFF (or COG) outputs written strip by strip: tiled and compressed by default, nodata
+// set, band descriptions and unit, statistics stored so QGIS stretches at once. One band, or one
+// band per period of a space-time map (each band named by its period).
 // The file appears under its final name only when finished.
 #pragma once
 
@@ -26,18 +27,22 @@ struct RasterFormat {
 
 class RasterWriter {
  public:
+  // One band described by `description`; with band_names, one band per name, each described by its
+  // name, and `description` in the dataset's VBAGG_QUANTITY metadata.
   RasterWriter(const std::string& path, const Grid& grid, const std::string& description, const std::string& unit,
-               const RasterFormat& format);
+               const RasterFormat& format, const std::vector<std::string>& band_names = {});
   ~RasterWriter();
 
   // A metadata item of the dataset (e.g. the model kind), kept in COG conversion.
   void set_metadata(const std::string& key, const std::string& value);
-  // Writes rows [row0, row0 + rows) of values (row-major, grid width per row); NaN -> nodata.
-  void write_rows(int row0, int rows, const std::vector<float>& values);
+  // Writes rows [row0, row0 + rows) of band `band` (0-based) from values (row-major, grid width per
+  // row); NaN -> nodata.
+  void write_rows(int row0, int rows, const std::vector<float>& values, int band = 0);
   // Stores statistics, converts to COG when asked, and moves the file to its final name.
   void finish();
   // The valid values at a fixed lattice of about 10^5 cells of the grid (every cell of a smaller
-  // grid), for the percentiles of a style's limits: the same cells in every map of a grid.
+  // grid), for the percentiles of a style's limits: the same cells in every map of a grid (pooled
+  // over the bands).
   const std::vector<float>& value_sample() const { return sample_; }
 
  private:
@@ -46,8 +51,11 @@ class RasterWriter {
   Grid grid_;
   std::unique_ptr<AtomicOutput> out_;
   DatasetPtr ds_;
-  double min_ = 1e300, max_ = -1e300, sum_ = 0, sum2_ = 0;
-  long long count_ = 0;
+  struct BandStatistics {
+    double min = 1e300, max = -1e300, sum = 0, sum2 = 0;
+    long long count = 0;
+  };
+  std::vector<BandStatistics> stats_;
   long long sample_stride_ = 1;
   std::vector<float> sample_;
 };

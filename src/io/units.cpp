@@ -10,6 +10,7 @@
 #include <map>
 
 #include "core/types.hpp"
+#include "response_table.hpp"
 
 namespace vbagg::io {
 
@@ -122,9 +123,15 @@ UnitsRead read_units(const UnitsSpec& spec, const Grid& grid) {
   OGRLayer* layer = units_layer(*ds, spec);
   OGRFeatureDefn* defn = layer->GetLayerDefn();
   const int id_idx = units_field(defn, spec.id_field, "data.units.id_field", spec.path);
-  const int y_idx = units_field(defn, spec.response_field, "data.units.response_field", spec.path);
-  const int n_idx =
-      spec.trials_field.empty() ? -1 : units_field(defn, spec.trials_field, "data.units.trials_field", spec.path);
+  // The observations come from the units' own fields, or from a long table's rows of the period.
+  std::unique_ptr<PeriodRows> table;
+  if (!spec.response_table.empty()) table = std::make_unique<PeriodRows>(spec);
+  const int y_idx =
+      table ? table->response_index() : units_field(defn, spec.response_field, "data.units.response_field", spec.path);
+  const int n_idx = table ? table->trials_index()
+                    : spec.trials_field.empty()
+                        ? -1
+                        : units_field(defn, spec.trials_field, "data.units.trials_field", spec.path);
 
   UnitsRead out;
   std::unique_ptr<OGRCoordinateTransformation> ct;
@@ -156,23 +163,30 @@ UnitsRead read_units(const UnitsSpec& spec, const Grid& grid) {
       u.id = "<feature " + std::to_string(f->GetFID()) + ">";
       u.problems.push_back("missing id");
     }
-    if (!f->IsFieldSetAndNotNull(y_idx)) {
-      u.problems.push_back("missing response");
-    } else if (!parse_response(*f, y_idx, u.response)) {
-      u.problems.push_back("non-numeric response ('" + std::string(f->GetFieldAsString(y_idx)) + "')");
-    } else if (u.response < 0) {
-      u.problems.push_back("negative response (" + std::string(f->GetFieldAsString(y_idx)) + ")");
-    }
-    if (n_idx >= 0) {
-      if (!f->IsFieldSetAndNotNull(n_idx)) {
-        u.problems.push_back("missing trials");
-      } else if (!parse_response(*f, n_idx, u.trials)) {
-        u.problems.push_back("non-numeric trials ('" + std::string(f->GetFieldAsString(n_idx)) + "')");
-      } else if (!(u.trials > 0)) {
-        u.problems.push_back("no one tested (trials " + std::string(f->GetFieldAsString(n_idx)) + ")");
-      } else if (u.response > u.trials) {
-        u.problems.push_back("more positives than trials (" + std::string(f->GetFieldAsString(y_idx)) + " of " +
-                             std::string(f->GetFieldAsString(n_idx)) + ")");
+    OGRFeature* row = table ? table->row(u.id) : f.get();
+    // A space-time bag is a unit in one period: "<id>@<period>" names it everywhere from here on.
+    if (!spec.period.empty()) u.id += "@" + spec.period;
+    if (!row) {
+      u.problems.push_back("no row for period " + spec.period + " in the response table");
+    } else {
+      if (!row->IsFieldSetAndNotNull(y_idx)) {
+        u.problems.push_back("missing response");
+      } else if (!parse_response(*row, y_idx, u.response)) {
+        u.problems.push_back("non-numeric response ('" + std::string(row->GetFieldAsString(y_idx)) + "')");
+      } else if (u.response < 0) {
+        u.problems.push_back("negative response (" + std::string(row->GetFieldAsString(y_idx)) + ")");
+      }
+      if (n_idx >= 0) {
+        if (!row->IsFieldSetAndNotNull(n_idx)) {
+          u.problems.push_back("missing trials");
+        } else if (!parse_response(*row, n_idx, u.trials)) {
+          u.problems.push_back("non-numeric trials ('" + std::string(row->GetFieldAsString(n_idx)) + "')");
+        } else if (!(u.trials > 0)) {
+          u.problems.push_back("no one tested (trials " + std::string(row->GetFieldAsString(n_idx)) + ")");
+        } else if (u.response > u.trials) {
+          u.problems.push_back("more positives than trials (" + std::string(row->GetFieldAsString(y_idx)) + " of " +
+                               std::string(row->GetFieldAsString(n_idx)) + ")");
+        }
       }
     }
     const OGRGeometry* g = f->GetGeometryRef();

@@ -20,6 +20,8 @@ std::vector<std::pair<std::string, Kernel>> kernel_cases() {
       {"matern32", make_kernel("matern32", "none", kD, 0)},
       {"matern52", make_kernel("matern52", "none", kD, 0)},
       {"sum_ard_matern32", make_kernel("ard", "matern32", kCov, kCoords)},
+      // Space x (seasonal + trend) on one coordinate and the time inputs: a product term alone.
+      {"space_time", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend")},
   };
 }
 
@@ -51,7 +53,7 @@ TEST_P(GradientTest, MatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
                          ::testing::Combine(::testing::Range<size_t>(0, likelihood_cases().size()),
-                                            ::testing::Range<size_t>(0, 6)),
+                                            ::testing::Range<size_t>(0, kernel_cases().size())),
                          [](const auto& info) {
                            return likelihood_cases()[std::get<0>(info.param)].name + "_" +
                                   kernel_cases()[std::get<1>(info.param)].first;
