@@ -61,14 +61,12 @@ std::vector<LayerBands> covariate_band_names(const io::DataConfig& data) {
     io::DatasetPtr ds = io::open_raster(l.path);
     LayerBands bands;
     const int n = ds->GetRasterCount();
-    if (l.band > 0) {
+    if (!l.period.empty()) {
       // A series' band of one period (io::period_config).
-      if (n != l.bands_expected)
-        throw DataError("covariate '" + l.path + "' has " + std::to_string(n) + " bands but data.time has " +
-                        std::to_string(l.bands_expected) +
-                        " periods; series: bands reads one band per period, in order");
+      std::vector<std::string> descriptions;
+      for (int b = 1; b <= n; ++b) descriptions.push_back(ds->GetRasterBand(b)->GetDescription());
       bands.names.push_back(l.name);
-      bands.bands.push_back(l.band);
+      bands.bands.push_back(io::series_band(l, descriptions));
     } else {
       for (int b = 1; b <= n; ++b) {
         bands.names.push_back(

@@ -37,6 +37,8 @@ struct Layer {
 }  // namespace
 
 std::string reference_grid_path(const DataConfig& c, const std::string& base) {
+  // The periods share one grid: the first period's layer names it when the layer is a series.
+  if (!c.time.empty()) return reference_grid_path(period_config(c, 0), base);
   if (c.grid.empty() || c.grid == "population") return resolve(c.population.path, base);
   for (const auto& l : c.covariates)
     if (l.covariate_name() == c.grid) return resolve(l.path, base);
@@ -93,13 +95,9 @@ Covariates open_covariates(const std::vector<LayerSpec>& specs, BuiltData& out) 
     Layer layer;
     layer.raster = std::make_unique<AlignedLayer>(l.path, l.resampling, out.grid, out.grid_path);
     const int nb = layer.raster->bands();
-    if (l.band > 0) {
+    if (!l.period.empty()) {
       // One band of a series: the period's.
-      if (nb != l.bands_expected)
-        throw DataError("covariate '" + l.path + "' has " + std::to_string(nb) + " bands but data.time has " +
-                        std::to_string(l.bands_expected) +
-                        " periods; series: bands reads one band per period, in order");
-      layer.bands = {l.band};
+      layer.bands = {series_band(l, layer.raster->band_descriptions())};
       layer.names = {l.name};
     } else {
       for (int b = 1; b <= nb; ++b) {

@@ -49,6 +49,17 @@ void check_resampling(const std::string& name, const std::string& where) {
   throw ConfigError(where + ": unknown resampling '" + name + "' (allowed: " + list + ")");
 }
 
+int series_band(const LayerSpec& l, const std::vector<std::string>& band_descriptions) {
+  const int bands = static_cast<int>(band_descriptions.size());
+  for (int b = 0; b < bands; ++b)
+    if (band_descriptions[static_cast<size_t>(b)] == l.period) return b + 1;
+  if (bands == l.periods) return l.period_index + 1;
+  throw DataError("covariate '" + l.path + "' has " + std::to_string(bands) + " bands, none described as " + l.period +
+                  ", and data.time has " + std::to_string(l.periods) +
+                  " periods; series: bands reads the band described by each period's label (YYYY-MM or YYYY), or "
+                  "band k for the k-th period when the file has one band per period");
+}
+
 DataConfig period_config(const DataConfig& config, size_t i) {
   const Period& p = config.time[i];
   DataConfig c = config;
@@ -63,8 +74,9 @@ DataConfig period_config(const DataConfig& config, size_t i) {
       l.path = expand_period(l.path, p, where + ".path");
     } else if (l.series_bands) {
       l.name = l.covariate_name();
-      l.band = static_cast<int>(i) + 1;
-      l.bands_expected = static_cast<int>(config.time.size());
+      l.period = p.label;
+      l.period_index = static_cast<int>(i);
+      l.periods = static_cast<int>(config.time.size());
     }
   }
   if (has_period_tokens(c.population.path))

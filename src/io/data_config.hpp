@@ -20,10 +20,10 @@ struct LayerSpec {
   // With data.time, a covariate may be a series: a path pattern with {period}, {year} or {month}
   // (one file per period), or a multi-band file with one band per period (`series_bands`).
   bool series_bands = false;
-  // Set per period by period_config: the band to read (1-based; 0 reads every band) of a file that
-  // must have `bands_expected` bands.
-  int band = 0;
-  int bands_expected = 0;
+  // Set per period by period_config for a series of bands: the period, and its position among
+  // data.time's `periods` (series_band finds its band).
+  std::string period;
+  int period_index = -1, periods = 0;
 
   // `name`, or the file's stem when it is empty.
   std::string covariate_name() const;
@@ -88,6 +88,11 @@ struct DataConfig {
   int strip_rows = 256;  // rows read at a time: bounds memory on large grids
   TimeAxis time;         // data.time: the periods of a space-time fit (empty: one period)
 };
+
+// The band (1-based) of layer l's period in a file with these band descriptions: the band described
+// by the period's label, else, when the file has one band per period of data.time, the period's
+// position. Throws DataError naming the file otherwise.
+int series_band(const LayerSpec& l, const std::vector<std::string>& band_descriptions);
 
 // The configuration of period i of config.time on its own: covariate, population and field patterns
 // expanded, series bands chosen, responses read for that period. Covariates keep their names over

@@ -247,6 +247,48 @@ TEST(ModelFile, RoundTripsExactly) {
   EXPECT_EQ(g.config["model"]["link"].as<std::string>(), "identity");
 }
 
+// A space-time model: its product kernel (terms, factors, the fixed variance) and its periods.
+TEST(ModelFile, RoundTripsSpaceTime) {
+  test::TempDir dir;
+  io::ModelFile f = sample_file();
+  Model& m = f.model;
+  m.kernel = make_kernel("ard", "matern52", 2, 2, "seasonal+trend");
+  Vector th = m.kernel.params();
+  for (Index i = 0; i < th.size(); ++i) th[i] = 0.1 * static_cast<double>(i) - 0.3;
+  m.kernel.set_params(th);
+  m.inducing.conservativeResize(4 + kTimeInputs, Eigen::NoChange);
+  m.inducing.bottomRows(kTimeInputs).setConstant(0.25);
+  f.time = io::parse_time_axis("2019-11..2020-02");
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_EQ(g.time.labels(), f.time.labels());
+  EXPECT_EQ(g.model.kernel.terms(), m.kernel.terms());
+  ASSERT_EQ(g.model.kernel.parts().size(), m.kernel.parts().size());
+  for (size_t c = 0; c < m.kernel.parts().size(); ++c)
+    EXPECT_EQ(g.model.kernel.parts()[c].fixed_variance, m.kernel.parts()[c].fixed_variance) << c;
+  EXPECT_TRUE(bit_equal(g.model.kernel.params(), m.kernel.params()));
+  EXPECT_EQ(g.model.pack(), m.pack());
+
+  // Terms that leave out a part, and periods that do not match the inputs, are broken.
+  const std::string good = read_text(dir / "model.yaml");
+  auto expect_broken = [&](const std::string& from, const std::string& to, const std::string& mention) {
+    std::string text = good;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / "bad.yaml") << text;
+    try {
+      io::read_model_file(dir / "bad.yaml");
+      FAIL() << "accepted a file with " << to;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  };
+  expect_broken("term: 1\n      factor: 1", "term: 3\n      factor: 1", "term");
+  expect_broken("periods:", "old_periods:", "do not match");
+  expect_broken("[2019-11,", "[2019-13,", "not a period");
+}
+
 TEST(ModelFile, BrokenEntriesAreNamed) {
   test::TempDir dir;
   io::write_model_file(dir / "model.yaml", sample_file());

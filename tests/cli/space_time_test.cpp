@@ -1,0 +1,157 @@
+// A seasonal country through train and predict: periods in the model, a band per period, a file
+// per period, forecasts beyond the data, and the time settings refused where they cannot apply.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../io/fixtures.hpp"
+#include "run.hpp"
+
+namespace vbagg {
+namespace {
+
+namespace fs = std::filesystem;
+using test::bin;
+using test::run;
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream s(text);
+  for (std::string line; std::getline(s, line);) out.push_back(line);
+  return out;
+}
+
+// Eight months simulated; the model learns the first six.
+class SpaceTime : public ::testing::Test {
+ protected:
+  static inline test::TempDir* dir = nullptr;
+  static void SetUpTestSuite() {
+    dir = new test::TempDir();
+    const std::string d = dir->path.string();
+    auto r = run(bin("vbagg-simulate") + " --kind country --out " + d +
+                 "/data --size 40x30 --units 12 --months 8 --seed 5 -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    r = run(bin("vbagg-train") + " --config " + d + "/data/seasonal.yaml --out " + d +
+            "/fit -q --threads 2 --set data.time=2019-01..2019-06 --set train.epochs=40 --set model.inducing.count=30");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  static void TearDownTestSuite() {
+    delete dir;
+    dir = nullptr;
+  }
+  std::string d() const { return dir->path.string(); }
+  test::RunResult predict(const std::string& out, const std::string& more = "") const {
+    return run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/" + out + " -q " + more);
+  }
+};
+
+TEST_F(SpaceTime, TheModelKeepsItsPeriodsAndProductKernel) {
+  const std::string model = read_text(d() + "/fit/model.yaml");
+  EXPECT_NE(model.find("periods: [2019-01, 2019-02, 2019-03, 2019-04, 2019-05, 2019-06]"), std::string::npos);
+  EXPECT_NE(model.find("fixed_variance: true"), std::string::npos);
+  EXPECT_NE(model.find("U001@2019-06"), std::string::npos);  // its units are units in periods
+}
+
+TEST_F(SpaceTime, MapsHaveABandPerPeriod) {
+  const auto r = predict("maps");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* name : {"intensity_mean", "intensity_sd", "cases_mean", "latent_sd"}) {
+    SCOPED_TRACE(name);
+    io::DatasetPtr ds = io::open_raster(d() + "/maps/" + name + ".tif");
+    ASSERT_EQ(ds->GetRasterCount(), 6);
+    ASSERT_NE(ds->GetMetadataItem("VBAGG_QUANTITY"), nullptr);
+    for (int b = 1; b <= 6; ++b) {
+      EXPECT_EQ(std::string(ds->GetRasterBand(b)->GetDescription()), "2019-0" + std::to_string(b));
+      double mn, mx, mean, sd;
+      ASSERT_EQ(ds->GetRasterBand(b)->GetStatistics(FALSE, FALSE, &mn, &mx, &mean, &sd), CE_None);
+      EXPECT_GE(mn, 0);
+      EXPECT_GT(mx, mn);
+    }
+  }
+  // The season shows: the country's mean intensity differs between months.
+  io::DatasetPtr mean = io::open_raster(d() + "/maps/intensity_mean.tif");
+  double lo = 1e300, hi = 0;
+  for (int b = 1; b <= 6; ++b) {
+    double mn, mx, m, sd;
+    mean->GetRasterBand(b)->GetStatistics(FALSE, FALSE, &mn, &mx, &m, &sd);
+    lo = std::min(lo, m);
+    hi = std::max(hi, m);
+  }
+  EXPECT_GT(hi, 1.5 * lo);
+
+  const std::vector<std::string> rows = lines_of(read_text(d() + "/maps/units.csv"));
+  ASSERT_EQ(rows.size(), 1u + 12 * 6);
+  EXPECT_EQ(rows[0].rfind("unit,period,split,observed,predicted,", 0), 0u) << rows[0];
+  EXPECT_EQ(rows[1].rfind("U001@2019-01,2019-01,", 0), 0u) << rows[1];
+  io::DatasetPtr units(static_cast<GDALDataset*>(
+      GDALOpenEx((d() + "/maps/units.gpkg").c_str(), GDAL_OF_VECTOR, nullptr, nullptr, nullptr)));
+  ASSERT_TRUE(units);
+  int layers = 0;  // one per period, beside the styles' table
+  for (int k = 0; k < units->GetLayerCount(); ++k)
+    layers += std::string(units->GetLayer(k)->GetName()).rfind("units_", 0) == 0;
+  EXPECT_EQ(layers, 6);
+  OGRLayer* march = units->GetLayerByName("units_2019-03");
+  ASSERT_NE(march, nullptr);
+  EXPECT_EQ(march->GetFeatureCount(), 12);
+}
+
+TEST_F(SpaceTime, SplitPeriodsWritesAFilePerPeriod) {
+  const auto r = predict("split", "--split-periods --style none");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (int m = 1; m <= 6; ++m) {
+    const std::string path = d() + "/split/intensity_mean_2019-0" + std::to_string(m) + ".tif";
+    ASSERT_TRUE(fs::exists(path)) << path;
+    EXPECT_EQ(io::open_raster(path)->GetRasterCount(), 1);
+  }
+  EXPECT_FALSE(fs::exists(d() + "/split/intensity_mean.tif"));
+  // The same numbers as the bands of one file.
+  ASSERT_EQ(predict("bands", "--style none").code, 0);
+  std::vector<float> a(40 * 30), b(40 * 30);
+  io::DatasetPtr split = io::open_raster(d() + "/split/intensity_mean_2019-04.tif");
+  io::DatasetPtr bands = io::open_raster(d() + "/bands/intensity_mean.tif");
+  ASSERT_EQ(split->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, 40, 30, a.data(), 40, 30, GDT_Float32, 0, 0), CE_None);
+  ASSERT_EQ(bands->GetRasterBand(4)->RasterIO(GF_Read, 0, 0, 40, 30, b.data(), 40, 30, GDT_Float32, 0, 0), CE_None);
+  EXPECT_EQ(a, b);
+}
+
+TEST_F(SpaceTime, ForecastsPeriodsBeyondTheData) {
+  const auto r = predict("forecast", "--set data.time=2019-07..2019-08");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ds = io::open_raster(d() + "/forecast/intensity_mean.tif");
+  ASSERT_EQ(ds->GetRasterCount(), 2);
+  EXPECT_EQ(std::string(ds->GetRasterBand(2)->GetDescription()), "2019-08");
+  const std::vector<std::string> rows = lines_of(read_text(d() + "/forecast/units.csv"));
+  ASSERT_EQ(rows.size(), 1u + 12 * 2);
+  for (size_t k = 1; k < rows.size(); ++k) EXPECT_NE(rows[k].find(",new,"), std::string::npos) << rows[k];
+}
+
+TEST_F(SpaceTime, TimeSettingsAreRefusedWhereTheyCannotApply) {
+  auto expect_refused = [](const test::RunResult& r, const std::string& part) {
+    EXPECT_NE(r.code, 0) << r.output;
+    EXPECT_NE(r.output.find(part), std::string::npos) << r.output;
+  };
+  // The model's configuration without its periods: its rainfall series has none to follow.
+  expect_refused(predict("none", "--set data.time="), "is a series (one value per period); it needs data.time");
+  const std::string train = bin("vbagg-train") + " --config " + d() + "/data/";
+  expect_refused(run(train + "data.yaml --out " + d() + "/x --set model.kernel.time=seasonal"), "data.time is not set");
+  expect_refused(run(train + "data.yaml --out " + d() + "/x --set data.units.response_table=cases_monthly.csv"),
+                 "needs data.time");
+  expect_refused(run(train + "seasonal.yaml --out " + d() + "/x --set data.time=2019..2020"),
+                 "{month} but the periods are years");
+  expect_refused(run(train + "seasonal.yaml --out " + d() +
+                     "/x --set data.time=2019-01..2019-06 --set "
+                     "data.units.response_field=cases"),
+                 "a response per period");
+}
+
+}  // namespace
+}  // namespace vbagg
