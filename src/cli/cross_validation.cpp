@@ -159,14 +159,28 @@ const std::vector<Row>& rows() {
 
 }  // namespace
 
+std::vector<Index> time_folds(const io::BuiltData& built, Index folds) {
+  const Index P = static_cast<Index>(built.time.size());
+  if (P == 0) throw ConfigError("cross-validation over time needs data.time: the data have one period");
+  if (folds > P)
+    throw ConfigError(std::to_string(folds) + " folds over time need as many periods; data.time has " +
+                      std::to_string(P));
+  std::vector<Index> fold;
+  for (const io::UnitSummary& u : built.units) fold.push_back(static_cast<Index>(u.period) * folds / P);
+  return fold;
+}
+
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
-                               int samples, int threads, bool progress, const std::string& report_dir) {
+                               int samples, int threads, bool progress, const std::string& report_dir,
+                               FoldBlocks blocks) {
   const io::BuiltData raw = build_data(m.config, report_dir);
-  const std::vector<Index> fold = spatial_folds(unit_centroids(raw), folds, seed);
+  const std::vector<Index> fold =
+      blocks == FoldBlocks::time ? time_folds(raw, folds) : spatial_folds(unit_centroids(raw), folds, seed);
   Config config = m.config;
   config.set("train.patience", "0");
   CrossValidation cv;
   cv.seed = seed;
+  cv.blocks = blocks;
   // Each fold logs its training, so the folds' progress is drawn on a terminal only.
   Progress bar("cross-validation", folds, progress && stderr_is_terminal());
   for (Index k = 0; k < folds; ++k) {
@@ -192,8 +206,14 @@ std::string cross_validation_table(const CrossValidation& cv) {
   std::ostringstream s;
   const Metrics& p = cv.pooled;
   char line[200];
-  std::snprintf(line, sizeof line, "%zu-fold spatially blocked cross-validation (%lld units, %lld pixels; seed %llu)\n",
-                cv.folds.size(), static_cast<long long>(p.units), static_cast<long long>(p.pixels), cv.seed);
+  if (cv.blocks == FoldBlocks::time)
+    std::snprintf(line, sizeof line,
+                  "%zu-fold cross-validation over blocks of consecutive periods (%lld units, %lld pixels)\n",
+                  cv.folds.size(), static_cast<long long>(p.units), static_cast<long long>(p.pixels));
+  else
+    std::snprintf(line, sizeof line,
+                  "%zu-fold spatially blocked cross-validation (%lld units, %lld pixels; seed %llu)\n", cv.folds.size(),
+                  static_cast<long long>(p.units), static_cast<long long>(p.pixels), cv.seed);
   s << line;
   std::snprintf(line, sizeof line, "%-22s %12s %12s   %s\n", "", "mean", "sd", "per fold");
   s << line;
@@ -224,7 +244,8 @@ std::string cross_validation_table(const CrossValidation& cv) {
 std::string cross_validation_json(const CrossValidation& cv) {
   std::ostringstream s;
   const Metrics& p = cv.pooled;
-  s << "{\n  \"model\": \"" << p.kind << "\",\n  \"split\": \"cv\",\n  \"folds\": " << cv.folds.size()
+  s << "{\n  \"model\": \"" << p.kind << "\",\n  \"split\": \"cv\",\n  \"blocks\": \""
+    << (cv.blocks == FoldBlocks::time ? "time" : "space") << "\",\n  \"folds\": " << cv.folds.size()
     << ",\n  \"seed\": " << cv.seed << ",\n  \"units\": " << p.units << ",\n  \"pixels\": " << p.pixels << ",\n";
   for (const Row& r : rows()) {
     const Summary sm = summarise(cv.folds, r.field);

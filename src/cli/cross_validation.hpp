@@ -10,8 +10,13 @@
 
 namespace vbagg::cli {
 
+// How folds group the units: spatial blocks (k-means on centroids; a space-time unit's periods stay
+// together), or, for a space-time model, blocks of consecutive periods.
+enum class FoldBlocks { space, time };
+
 struct CrossValidation {
   unsigned long long seed = 0;
+  FoldBlocks blocks = FoldBlocks::space;
   std::vector<Metrics> folds;  // each fold's metrics on its held-out units
   // Every unit held out once: coverage, PIT and pixel coverage pooled over the folds (weighted by
   // units and pixels), observed and predicted totals of every unit; split "cv".
@@ -21,7 +26,12 @@ struct CrossValidation {
 // Refits m's configuration once per fold (train.patience is off: the held-out fold is the test
 // set, not an early-stopping set) and evaluates each fit on its fold. report_dir: as build_data's.
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
-                               int samples, int threads, bool progress, const std::string& report_dir);
+                               int samples, int threads, bool progress, const std::string& report_dir,
+                               FoldBlocks blocks = FoldBlocks::space);
+
+// Fold k of K holds periods [k P / K, (k + 1) P / K) of P; every unit's fold, from its period.
+// Throws ConfigError without a time axis or with more folds than periods.
+std::vector<Index> time_folds(const io::BuiltData& built, Index folds);
 
 // Mean and sd over folds of every metric, with the pooled coverage and PIT.
 std::string cross_validation_table(const CrossValidation& cv);

@@ -34,8 +34,11 @@ EvalResult run_eval(const EvalArgs& args) {
   if (args.folds > 0) {
     const unsigned long long seed =
         args.cv_seed >= 0 ? static_cast<unsigned long long>(args.cv_seed) : settings.train.holdout_seed;
+    if (args.cv_by != "space" && args.cv_by != "time")
+      throw ConfigError("--cv-by " + args.cv_by + ": expected space or time");
     const CrossValidation cv =
-        cross_validate(m, args.folds, seed, {args.truth, args.truth_task}, samples, threads, args.progress, report_dir);
+        cross_validate(m, args.folds, seed, {args.truth, args.truth_task}, samples, threads, args.progress, report_dir,
+                       args.cv_by == "time" ? FoldBlocks::time : FoldBlocks::space);
     r.metrics = cv.pooled;
     r.table = cross_validation_table(cv);
     r.json = cross_validation_json(cv);
@@ -50,7 +53,7 @@ EvalResult run_eval(const EvalArgs& args) {
   }
   if (!args.report.empty()) {
     // With --cv the metrics and plots are the folds'; the maps are those of the model given.
-    write_report(args.report, m, built, r.metrics, r.table, threads);
+    write_report(args.report, m, built, r.metrics, r.table, threads, args.unit);
     spdlog::info("wrote {}", args.report);
   }
   return r;
@@ -81,8 +84,18 @@ int eval_main(int argc, char** argv) {
       ->excludes(split_opt);
   app.add_option("--cv-seed", args.cv_seed, "Seed of the k-means blocks of --cv (default: train.holdout.seed)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--cv-by", args.cv_by,
+                 "How --cv blocks the units: space (k-means on centroids; a space-time unit's periods stay in one "
+                 "fold) or time (a space-time model's periods in K blocks of consecutive periods, each held out "
+                 "whole)")
+      ->check(CLI::IsMember({"space", "time"}))
+      ->capture_default_str();
+  app.add_option("--unit", args.unit,
+                 "A space-time model's report draws this unit's seasonal curve: observed counts and predicted totals "
+                 "with their intervals over the periods (default: the unit with the most cases)");
   app.add_option("--truth", args.truth,
-                 "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics");
+                 "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics; for a "
+                 "space-time model a path with {period}, {year} or {month} (truth_intensity_{period}.tif)");
   app.add_option("--truth-task", args.truth_task,
                  "The task whose intensity --truth holds, for a model of several tasks (e.g. prevalence with "
                  "truth_prevalence.tif; default: the first task). Compared at the first source's pixels");

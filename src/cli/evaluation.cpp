@@ -63,7 +63,7 @@ void count_calibration(const Predictor& predictor, const Dataset& d, const std::
 
 // The truth raster's values at the bags' pixels, in bag order (NaN where it has none), read
 // strip by strip in grid order.
-Vector truth_at(const std::string& truth_path, const io::BuiltData& built, const std::vector<Index>& pixels) {
+Vector truth_of_layer(const std::string& truth_path, const io::BuiltData& built, const std::vector<Index>& pixels) {
   io::AlignedLayer truth(truth_path, "near", built.grid, built.grid_path);
   std::vector<std::pair<std::int64_t, Index>> cells;  // (grid cell, position)
   for (size_t j = 0; j < pixels.size(); ++j)
@@ -78,6 +78,32 @@ Vector truth_at(const std::string& truth_path, const io::BuiltData& built, const
     truth.read(1, 0, row0, width, rows, strip);
     for (; j < cells.size() && cells[j].first < static_cast<std::int64_t>(row0 + rows) * width; ++j)
       t[cells[j].second] = strip[static_cast<size_t>(cells[j].first - static_cast<std::int64_t>(row0) * width)];
+  }
+  return t;
+}
+
+// truth_of_layer; of a space-time build, each pixel's from its period's raster (the path's
+// {period}, {year} and {month} filled in).
+Vector truth_at(const std::string& truth_path, const io::BuiltData& built, const std::vector<Index>& pixels) {
+  if (built.time.empty()) return truth_of_layer(truth_path, built, pixels);
+  if (!io::has_period_tokens(truth_path))
+    throw ConfigError("--truth " + truth_path +
+                      ": a space-time model's truth is a raster per period; give a path with {period}, {year} or "
+                      "{month}, e.g. truth_intensity_{period}.tif");
+  const Dataset& d = built.dataset;
+  std::vector<std::vector<Index>> by_period(built.time.size());
+  std::vector<std::vector<Index>> positions(built.time.size());
+  for (size_t j = 0; j < pixels.size(); ++j) {
+    const auto bag = std::upper_bound(d.offsets.begin(), d.offsets.end(), pixels[j]) - d.offsets.begin() - 1;
+    const auto p = static_cast<size_t>(built.units[static_cast<size_t>(d.global_bag_of(bag))].period);
+    by_period[p].push_back(pixels[j]);
+    positions[p].push_back(static_cast<Index>(j));
+  }
+  Vector t(static_cast<Index>(pixels.size()));
+  for (size_t p = 0; p < by_period.size(); ++p) {
+    if (by_period[p].empty()) continue;
+    const Vector part = truth_of_layer(io::expand_period(truth_path, built.time[p], "--truth"), built, by_period[p]);
+    for (size_t k = 0; k < positions[p].size(); ++k) t[positions[p][k]] = part[static_cast<Index>(k)];
   }
   return t;
 }

@@ -48,6 +48,25 @@ Split split_units(const std::vector<int>& sources, double fraction, unsigned lon
   return out;
 }
 
+Split hold_out_periods(Split split, const io::BuiltData& built, const std::string& periods) {
+  const io::TimeAxis held = io::parse_time_axis(periods, "train.holdout.periods");
+  if (held.empty()) return split;
+  if (built.time.empty()) throw ConfigError("train.holdout.periods is set but data.time is not: there are no periods");
+  std::vector<bool> out(built.time.size(), false);
+  for (const io::Period& p : held.periods()) {
+    const long k = built.time.index_of(p.label);
+    if (k < 0) throw ConfigError("train.holdout.periods: " + p.label + " is not among the periods of data.time");
+    out[static_cast<size_t>(k)] = true;
+  }
+  Split s;
+  s.holdout = split.holdout;
+  for (Index a : split.train)
+    (out[static_cast<size_t>(built.units[static_cast<size_t>(a)].period)] ? s.holdout : s.train).push_back(a);
+  if (s.train.empty()) throw ConfigError("train.holdout.periods holds out every period: no unit is left to train on");
+  std::sort(s.holdout.begin(), s.holdout.end());
+  return s;
+}
+
 namespace {
 
 // A one-source spec with model.expectation and model.unit_effect resolved for its likelihood.

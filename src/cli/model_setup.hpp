@@ -24,6 +24,10 @@ Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
 Split split_units(const Dataset& data, double holdout_fraction, unsigned long long seed);
 // The same from each unit's source (what every process of an MPI job knows of every unit).
 Split split_units(const std::vector<int>& sources, double holdout_fraction, unsigned long long seed);
+// The split with every unit of the listed periods (train.holdout.periods, data.time's form) moved
+// to the holdout; `built` holds every unit (its units[k].period). Throws ConfigError for a period
+// that data.time does not list, or when no training unit would be left.
+Split hold_out_periods(Split split, const io::BuiltData& built, const std::string& periods);
 
 ModelSpec model_spec(const Settings& settings);
 Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates, const io::TimeAxis& time = {});

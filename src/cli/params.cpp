@@ -388,6 +388,15 @@ std::vector<Param> make_params() {
       {"train.threads", T::integer, "0", {}, 0, 4096, "Threads; 0 uses every core."},
       {"train.holdout.fraction", T::real, "0.2", {}, 0, 0.9, "Fraction of units kept out of training for evaluation."},
       {"train.holdout.seed", T::integer, "1", {}, 0, 9.2e18, "Seed of the train/holdout split."},
+      {"train.holdout.periods",
+       T::text,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "With data.time, whole periods kept out of training, in the form of data.time (2020-10..2020-12): every unit "
+       "of those periods is held out, beside train.holdout.fraction of the other periods' units (0 holds out the "
+       "periods alone). Scores a fit on months it has not seen."},
       // predict
       {"predict.quantiles", T::real_list, "[0.025, 0.975]", {}, 0, 1, "Quantile levels of the intensity maps."},
       {"predict.exceedance",

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
 
+#include "core/metrics.hpp"
 #include "core/predict.hpp"
 #include "io/atomic_file.hpp"
 #include "io/gdal_handles.hpp"
+#include "settings.hpp"
 
 namespace vbagg::cli {
 
@@ -177,6 +180,76 @@ std::string observed_vs_predicted_plot(const Metrics& r) {
   return c.png_base64();
 }
 
+// A space-time unit's counts over the periods: observed dots, the predicted total as a line and
+// its central 95 % predictive interval as a band.
+struct SeasonalCurve {
+  std::string unit;
+  std::vector<std::string> periods;
+  std::vector<double> observed, predicted, lower, upper;
+};
+
+// The curve of `unit` (an id without its period), or of the unit with the most cases when empty;
+// an empty curve when the data have no time axis. Throws DataError for a unit the data lack.
+SeasonalCurve seasonal_curve(const LoadedModel& m, const io::BuiltData& built, const std::string& unit, int samples,
+                             int threads) {
+  SeasonalCurve c;
+  if (built.time.empty()) return c;
+  const Dataset& d = built.dataset;
+  auto base = [](const std::string& id) { return id.substr(0, id.rfind('@')); };
+  c.unit = unit;
+  if (c.unit.empty()) {
+    std::map<std::string, double> total;
+    for (Index a = 0; a < d.num_bags(); ++a) total[base(d.bag_ids[static_cast<size_t>(a)])] += d.response[a];
+    double most = -1;
+    for (const auto& [id, t] : total)
+      if (t > most) {
+        most = t;
+        c.unit = id;
+      }
+  }
+  std::vector<Index> bags;
+  for (Index a = 0; a < d.num_bags(); ++a)
+    if (base(d.bag_ids[static_cast<size_t>(a)]) == c.unit) bags.push_back(a);
+  if (bags.empty()) throw DataError("--unit " + c.unit + ": no unit of that id in the data");
+  const Vector totals = m.predictor->unit_totals(d, bags, threads);
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const Index a = bags[k];
+    const Vector draws = m.predictor->unit_draws(d, a, samples, threads);
+    c.periods.push_back(built.time[static_cast<size_t>(built.units[static_cast<size_t>(a)].period)].label);
+    c.observed.push_back(d.response[a]);
+    c.predicted.push_back(totals[static_cast<Index>(k)]);
+    c.lower.push_back(empirical_quantile(draws, 0.025));
+    c.upper.push_back(empirical_quantile(draws, 0.975));
+  }
+  return c;
+}
+
+std::string seasonal_plot(const SeasonalCurve& c) {
+  const double n = static_cast<double>(c.periods.size());
+  double top = 0;
+  for (size_t k = 0; k < c.periods.size(); ++k) top = std::max({top, c.observed[k], c.upper[k]});
+  top = top > 0 ? 1.1 * top : 1.0;
+  Chart ch("Unit " + c.unit + " over the periods", "period", "cases", -0.5, n - 0.5, 0.0, top);
+  const size_t every = std::max<size_t>(1, c.periods.size() / 6);
+  for (size_t k = 0; k < c.periods.size(); k += every) ch.xtick(static_cast<double>(k), c.periods[k]);
+  for (int t = 0; t <= 4; ++t) ch.ytick(top * t / 5.0, fmt(top * t / 5.0));
+  cairo_set_source_rgba(ch.cr, 0.12, 0.47, 0.71, 0.25);
+  for (size_t k = 0; k < c.periods.size(); ++k) {
+    const double x = static_cast<double>(k);
+    cairo_rectangle(ch.cr, ch.px(x - 0.35), ch.py(c.upper[k]), ch.px(x + 0.35) - ch.px(x - 0.35),
+                    ch.py(c.lower[k]) - ch.py(c.upper[k]));
+    cairo_fill(ch.cr);
+  }
+  cairo_set_source_rgb(ch.cr, 0.12, 0.47, 0.71);
+  cairo_set_line_width(ch.cr, 2);
+  for (size_t k = 0; k + 1 < c.periods.size(); ++k)
+    ch.line(static_cast<double>(k), c.predicted[k], static_cast<double>(k + 1), c.predicted[k + 1]);
+  cairo_set_source_rgb(ch.cr, 0.85, 0.37, 0.01);
+  for (size_t k = 0; k < c.periods.size(); ++k) ch.dot(static_cast<double>(k), c.observed[k], 4);
+  ch.text("dots: observed; line and band: predicted total, 95 %", ch.px(-0.3), ch.py(0.95 * top), 0);
+  return ch.png_base64();
+}
+
 // A quick-look map: values on a (subsampled) grid, coloured with GDAL's color-relief, as PNG.
 std::string map_png(const std::vector<float>& values, int w, int h, const std::string& name) {
   std::vector<float> finite;
@@ -222,14 +295,21 @@ std::string map_png(const std::vector<float>& values, int w, int h, const std::s
 }  // namespace
 
 void write_report(const std::string& path, const LoadedModel& m, const io::BuiltData& built, const Metrics& r,
-                  const std::string& table, int threads) {
+                  const std::string& table, int threads, const std::string& unit) {
+  const SeasonalCurve curve = seasonal_curve(m, built, unit, settings_of(m.config).predict.samples, threads);
   // Quick-look maps over every unit pixel, subsampled to at most ~600 pixels across.
   const io::Grid& g = built.grid;
   const int stride = std::max(1, (std::max(g.width, g.height) + 599) / 600);
   const int w = (g.width + stride - 1) / stride, h = (g.height + stride - 1) / stride;
   std::vector<Index> pick;
   std::vector<size_t> where;
-  for (size_t i = 0; i < built.cell.size(); ++i) {
+  // A space-time build's maps show its last period.
+  Index first_pixel = 0;
+  if (!built.time.empty())
+    for (Index a = 0; a < built.dataset.num_bags(); ++a)
+      if (built.units[static_cast<size_t>(a)].period + 1 < static_cast<int>(built.time.size()))
+        first_pixel = built.dataset.bag_begin(a) + built.dataset.bag_size(a);
+  for (size_t i = static_cast<size_t>(first_pixel); i < built.cell.size(); ++i) {
     const int col = static_cast<int>(built.cell[i] % g.width), row = static_cast<int>(built.cell[i] / g.width);
     if (col % stride || row % stride) continue;
     pick.push_back(static_cast<Index>(i));
@@ -261,7 +341,13 @@ void write_report(const std::string& path, const LoadedModel& m, const io::Built
                ? std::string()
                : "<figure><img alt=\"PIT histogram\" src=\"data:image/png;base64," + pit_plot(r) + "\"></figure>\n")
        << "<figure><img alt=\"observed vs predicted\" src=\"data:image/png;base64," << observed_vs_predicted_plot(r)
-       << "\"></figure>\n<h2>Quick-look maps</h2>\n<p>Every unit pixel"
+       << "\"></figure>\n"
+       << (curve.periods.empty() ? std::string()
+                                 : "<figure><img alt=\"seasonal curve of unit " + curve.unit +
+                                       "\" src=\"data:image/png;base64," + seasonal_plot(curve) + "\"></figure>\n")
+       << "<h2>Quick-look maps</h2>\n<p>"
+       << (built.time.empty() ? "" : "Period " + built.time.periods().back().label + ": every unit pixel")
+       << (built.time.empty() ? "Every unit pixel" : "")
        << (stride > 1 ? ", one in " + std::to_string(stride) + " along each axis" : "")
        << "; colours from the 2nd to the 98th percentile (dark: low, yellow: high). Full-resolution maps come from "
           "vbagg-predict.</p>\n";

@@ -64,6 +64,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   t.threads = static_cast<int>(r.integer("train.threads"));
   t.holdout_fraction = r.real("train.holdout.fraction");
   t.holdout_seed = static_cast<unsigned long long>(r.integer("train.holdout.seed"));
+  t.holdout_periods = r.text("train.holdout.periods");
 
   s.predict.quantiles = r.reals("predict.quantiles");
   s.predict.exceedance = r.reals("predict.exceedance");

@@ -36,6 +36,7 @@ struct Settings {
     int epochs = 0, first_stage_epochs = 0, patience = 0, threads = 0;
     Index batch_bags = 0;
     unsigned long long seed = 0, holdout_seed = 0;
+    std::string holdout_periods;  // data.time's form; empty: none
   } train;
   struct Predict {
     std::vector<double> quantiles, exceedance;

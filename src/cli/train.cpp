@@ -44,7 +44,9 @@ std::string run_train(const TrainArgs& args) {
   // Units by their index in built.units: in an MPI job each process holds a share of them.
   std::vector<int> sources;
   for (const auto& u : built.units) sources.push_back(u.source);
-  const Split split = split_units(sources, settings.train.holdout_fraction, settings.train.holdout_seed);
+  const Split split =
+      hold_out_periods(split_units(sources, settings.train.holdout_fraction, settings.train.holdout_seed), built,
+                       settings.train.holdout_periods);
   TrainRun run = train_on_split(config, std::move(built), split, threads, args.progress);
   // Data paths relative to the run folder where they share its tree: the folder moves with them.
   run.file.config = config.resolved_node(out_dir);

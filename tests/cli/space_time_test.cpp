@@ -134,6 +134,59 @@ TEST_F(SpaceTime, ForecastsPeriodsBeyondTheData) {
   for (size_t k = 1; k < rows.size(); ++k) EXPECT_NE(rows[k].find(",new,"), std::string::npos) << rows[k];
 }
 
+TEST_F(SpaceTime, EvalComparesEachPeriodWithItsTruthAndDrawsTheSeasonalCurve) {
+  const std::string eval = bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml -q --split all --truth '" + d() +
+                           "/data/truth_intensity_{period}.tif'";
+  auto r = run(eval + " --json " + d() + "/eval.json --report " + d() + "/report.html --unit U003");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string json = read_text(d() + "/eval.json");
+  EXPECT_NE(json.find("\"units\": 72"), std::string::npos) << json;
+  // Each period against its own month's truth: the season is in the truth, so a single raster
+  // would correlate far worse.
+  const auto at = json.find("\"pixel\": {\"mse\": ");
+  ASSERT_NE(at, std::string::npos);
+  const auto corr = json.find("\"correlation\": ", at);
+  ASSERT_NE(corr, std::string::npos);
+  EXPECT_GT(std::stod(json.substr(corr + 15)), 0.9) << json;
+  const std::string html = read_text(d() + "/report.html");
+  EXPECT_NE(html.find("alt=\"seasonal curve of unit U003\""), std::string::npos);
+  EXPECT_NE(html.find("Period 2019-06"), std::string::npos);
+  r = run(eval + " --report " + d() + "/r2.html --unit U999");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--unit U999: no unit of that id"), std::string::npos) << r.output;
+  r = run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml -q --truth " + d() + "/data/truth_intensity.tif");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("a raster per period"), std::string::npos) << r.output;
+}
+
+TEST_F(SpaceTime, HeldOutPeriodsAndCrossValidationOverTime) {
+  // The last two months held out whole, with no other unit: the holdout is exactly their units.
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/data/seasonal.yaml --out " + d() +
+               "/held -q --set data.time=2019-01..2019-06 --set train.epochs=20 --set model.inducing.count=20 "
+               "--set train.holdout.fraction=0 --set train.holdout.periods=2019-05..2019-06");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = read_text(d() + "/held/model.yaml");
+  const auto holdout = model.find("holdout:");
+  ASSERT_NE(holdout, std::string::npos);
+  const std::string list = model.substr(holdout, model.find('\n', holdout) - holdout);
+  EXPECT_NE(list.find("U001@2019-05"), std::string::npos) << list;
+  EXPECT_EQ(list.find("2019-04"), std::string::npos) << list;
+  r = run(bin("vbagg-train") + " --config " + d() + "/data/seasonal.yaml --out " + d() +
+          "/held2 -q --set data.time=2019-01..2019-06 --set train.holdout.periods=2019-07");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("2019-07 is not among the periods of data.time"), std::string::npos) << r.output;
+
+  // Three folds of two consecutive months each.
+  r = run(bin("vbagg-eval") + " --model " + d() + "/held/model.yaml -q --cv 3 --cv-by time --json " + d() + "/cv.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("3-fold cross-validation over blocks of consecutive periods (72 units"), std::string::npos)
+      << r.output;
+  EXPECT_NE(read_text(d() + "/cv.json").find("\"fold_units\": [24, 24, 24]"), std::string::npos);
+  r = run(bin("vbagg-eval") + " --model " + d() + "/held/model.yaml -q --cv 7 --cv-by time");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("7 folds over time need as many periods; data.time has 6"), std::string::npos) << r.output;
+}
+
 TEST_F(SpaceTime, TimeSettingsAreRefusedWhereTheyCannotApply) {
   auto expect_refused = [](const test::RunResult& r, const std::string& part) {
     EXPECT_NE(r.code, 0) << r.output;
