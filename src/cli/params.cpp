@@ -430,6 +430,16 @@ std::vector<Param> make_params() {
        10,
        1000000,
        "Posterior samples for each unit's predicted-total interval."},
+      {"predict.spans",
+       T::text,
+       "''",
+       {},
+       -kInf,
+       kInf,
+       "A space-time model's spans of periods to average, separated by ';' (2019-01..2019-12; 2020-01..2020-12): "
+       "per span, maps of the mean intensity over its periods (intensity_mean_<from>_<to>.tif) with its sd and "
+       "predict.quantiles, from joint draws over the periods at each pixel (predict.samples of them), not from "
+       "averaging the periods' sds. --span adds more."},
       {"predict.strip_rows",
        T::integer,
        "0",

@@ -25,7 +25,9 @@
 #include "io/units_output.hpp"
 #include "model_data.hpp"
 #include "model_setup.hpp"
+#include "pixel_strips.hpp"
 #include "processes.hpp"
+#include "span_maps.hpp"
 
 namespace vbagg::cli {
 
@@ -198,74 +200,6 @@ std::vector<MapOutput> open_maps(const std::vector<MapSpec>& maps, const LoadedM
     outs.push_back({spec, std::move(writer)});
   }
   return outs;
-}
-
-// The rasters a strip is read from, aligned to the configuration's reference grid.
-struct PixelSources {
-  io::Grid grid;
-  std::string grid_path;
-  std::vector<CovariateSource> covariates;  // in the model's input order
-  std::vector<std::unique_ptr<io::AlignedLayer>> layers;
-  std::unique_ptr<io::AlignedLayer> population;
-};
-
-PixelSources open_sources(const LoadedModel& m, const io::DataConfig& data) {
-  PixelSources s;
-  s.grid_path = io::reference_grid_path(data);
-  s.grid = io::working_grid(data);
-  s.covariates = match_covariates(m.file.covariates, covariate_band_names(data), m.config.source());
-  for (const auto& l : data.covariates)
-    s.layers.push_back(std::make_unique<io::AlignedLayer>(l.path, l.resampling, s.grid, s.grid_path));
-  if (!data.population.path.empty())
-    s.population =
-        std::make_unique<io::AlignedLayer>(data.population.path, data.population.resampling, s.grid, s.grid_path);
-  const int coordinates = io::CoordinateMapper(s.grid).count();
-  if (m.file.coordinates && coordinates != m.file.coordinates)
-    throw DataError("the model was trained with " + std::to_string(m.file.coordinates) + " coordinate inputs but '" +
-                    s.grid_path + "' gives " + std::to_string(coordinates));
-  return s;
-}
-
-// Rows [row0, row0 + rows) of the grid: the pixels with every covariate, their model inputs
-// (standardised, coordinates last) and the population of every pixel.
-struct Strip {
-  int row0 = 0, rows = 0;
-  std::vector<Index> valid;  // positions in the strip (row-major)
-  Matrix inputs;             // one column per valid pixel; no rows when the predictor reads none
-  std::vector<double> population;
-};
-
-// `time`: the period's time inputs (kernel.hpp) of a space-time model, null otherwise.
-void read_strip(PixelSources& src, const LoadedModel& m, const io::CoordinateMapper& coords, const Vector* time,
-                int row0, int rows, std::vector<std::vector<double>>& values, Strip& s) {
-  const int width = src.grid.width;
-  const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(width);
-  s.row0 = row0;
-  s.rows = rows;
-  for (size_t k = 0; k < src.covariates.size(); ++k)
-    src.layers[src.covariates[k].layer]->read(src.covariates[k].band, 0, row0, width, rows, values[k]);
-  if (src.population) src.population->read(1, 0, row0, width, rows, s.population);
-  s.valid.clear();
-  for (size_t i = 0; i < n; ++i) {
-    bool ok = true;
-    for (size_t k = 0; ok && k < values.size(); ++k) ok = std::isfinite(values[k][i]);
-    if (ok) s.valid.push_back(static_cast<Index>(i));
-  }
-  if (m.predictor->needs_pixel_units()) {
-    s.inputs.resize(0, static_cast<Index>(s.valid.size()));
-    return;
-  }
-  const Index Dc = static_cast<Index>(values.size()), Dx = m.file.coordinates;
-  s.inputs.resize(Dc + Dx + (time ? time->size() : 0), static_cast<Index>(s.valid.size()));
-  for (size_t j = 0; j < s.valid.size(); ++j) {
-    const size_t i = static_cast<size_t>(s.valid[j]);
-    for (Index k = 0; k < Dc; ++k) s.inputs(k, static_cast<Index>(j)) = values[static_cast<size_t>(k)][i];
-    if (Dx)
-      coords(static_cast<int>(i % static_cast<size_t>(width)), row0 + static_cast<int>(i / static_cast<size_t>(width)),
-             s.inputs.col(static_cast<Index>(j)).data() + Dc);
-    if (time) s.inputs.col(static_cast<Index>(j)).tail(time->size()) = *time;
-  }
-  m.file.standardization.apply(s.inputs);
 }
 
 // rate_per scales the intensity maps (not the cases, latent or probability maps).
@@ -502,10 +436,19 @@ void run_predict(const PredictArgs& args) {
   const std::vector<std::string> periods = time.labels();
   const size_t P = std::max<size_t>(1, time.size());
 
+  std::vector<std::string> span_texts = settings.predict.spans;
+  span_texts.insert(span_texts.end(), args.spans.begin(), args.spans.end());
+  if (!span_texts.empty() && time.empty()) throw ConfigError("--span averages periods; it needs a space-time model");
+  const std::vector<Span> spans = parse_spans(span_texts, time);
+
   // Refuse an output folder where a map or units.csv would overwrite one of the inputs.
   const std::vector<MapSpec> maps = plan_maps(m, !data.population.path.empty(), quantiles, exceedance, rate_per);
   const std::vector<MapSpec> files = map_files(maps, periods, args.split_periods);
   std::vector<std::string> planned = {"units.csv", "units.gpkg", "unusable_units.csv"};
+  for (const std::string& f : span_files(spans, quantiles)) {
+    planned.push_back(f);
+    planned.push_back(fs::path(f).stem().string() + ".qml");
+  }
   for (const MapSpec& s : files) {
     planned.push_back(s.file);
     planned.push_back(fs::path(s.file).stem().string() + ".qml");
@@ -514,11 +457,10 @@ void run_predict(const PredictArgs& args) {
 
   // Each period's rasters (its covariates and population) and time inputs.
   std::vector<PixelSources> sources;
-  std::vector<Vector> times;
   for (size_t p = 0; p < time.size(); ++p) {
-    sources.push_back(open_sources(m, io::period_config(data, p)));
-    times.emplace_back(kTimeInputs);
-    time_inputs(io::TimeAxis::time_of(time[p], m.file.time.origin_year()), times.back());
+    Vector t(kTimeInputs);
+    time_inputs(io::TimeAxis::time_of(time[p], m.file.time.origin_year()), t);
+    sources.push_back(open_sources(m, io::period_config(data, p), t));
   }
   if (time.empty()) sources.push_back(open_sources(m, data));
   const io::Grid& grid = sources.front().grid;
@@ -567,10 +509,9 @@ void run_predict(const PredictArgs& args) {
   Strip strip;
   std::vector<const std::string*> pixel_units;
   long long predicted = 0;
-  std::vector<std::vector<float>> map_strips(maps.size());
   // Every map's values over rows [row0, row0 + rows) of period p, into map_strips.
-  auto predict_strip = [&](int row0, int rows, size_t p) {
-    read_strip(sources[p], m, coords, time.empty() ? nullptr : &times[p], row0, rows, values, strip);
+  auto predict_strip = [&](int row0, int rows, size_t p, std::vector<std::vector<float>>& map_strips) {
+    read_strip(sources[p], m, coords, row0, rows, values, strip);
     pixel_units.clear();
     if (m.predictor->needs_pixel_units())
       for (Index i : strip.valid) {
@@ -594,38 +535,23 @@ void run_predict(const PredictArgs& args) {
     predicted += static_cast<long long>(strip.valid.size());
   };
   // The work is (strip, period) pairs, strip by strip, shared round the processes.
-  const int count = process_count(), rank = process_rank();
-  std::vector<float> message;
-  long long job = 0;
-  for (int row0 = 0; row0 < grid.height; row0 += strip_rows) {
-    const int rows = std::min(strip_rows, grid.height - row0);
-    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(grid.width);
-    for (size_t p = 0; p < P; ++p, ++job) {
-      const int owner = static_cast<int>(job % count);
-      if (owner == rank) predict_strip(row0, rows, p);
-      if (!leader) {
-        // A strip of this process goes to the leading process, every map's values in one message.
-        if (owner != rank) continue;
-        message.clear();
-        for (const auto& v : map_strips) message.insert(message.end(), v.begin(), v.end());
-        send_floats(message.data(), message.size(), 0);
-        continue;
-      }
-      if (owner != rank) {
-        message.resize(n * maps.size());
-        receive_floats(message.data(), message.size(), owner);
-        for (size_t j = 0; j < maps.size(); ++j)
-          map_strips[j].assign(message.begin() + static_cast<std::ptrdiff_t>(j * n),
-                               message.begin() + static_cast<std::ptrdiff_t>((j + 1) * n));
-      }
-      for (size_t j = 0; j < maps.size(); ++j) {
-        const auto [out, band] = output_of(j, p);
-        out->writer->write_rows(row0, rows, map_strips[j], band);
-      }
-      fault_point("strip");
-    }
-    if (leader) progress.update(row0 + rows);
-  }
+  const long long strips = (grid.height + strip_rows - 1) / strip_rows;
+  auto rows_of = [&](long long k) { return std::min(strip_rows, grid.height - static_cast<int>(k / P) * strip_rows); };
+  share_jobs(
+      strips * static_cast<long long>(P), maps.size(),
+      [&](long long k) { return static_cast<size_t>(rows_of(k)) * static_cast<size_t>(grid.width); },
+      [&](long long k, std::vector<std::vector<float>>& values) {
+        predict_strip(static_cast<int>(k / P) * strip_rows, rows_of(k), static_cast<size_t>(k) % P, values);
+      },
+      [&](long long k, const std::vector<std::vector<float>>& values) {
+        const int row0 = static_cast<int>(k / P) * strip_rows;
+        for (size_t j = 0; j < maps.size(); ++j) {
+          const auto [out, band] = output_of(j, static_cast<size_t>(k) % P);
+          out->writer->write_rows(row0, rows_of(k), values[j], band);
+        }
+        fault_point("strip");
+        if (static_cast<size_t>(k) % P == P - 1) progress.update(row0 + rows_of(k));
+      });
   predicted = static_cast<long long>(processes().sum(static_cast<double>(predicted)));
   if (leader) {
     progress.finish();
@@ -637,6 +563,19 @@ void run_predict(const PredictArgs& args) {
     spdlog::info("predicted {} pixels of {} x {}{}; wrote {} maps{} to {}", predicted, grid.width, grid.height,
                  time.empty() ? "" : " over " + std::to_string(time.size()) + " periods", outs.size(),
                  styles ? " with their QGIS styles" : "", args.out);
+  }
+  if (!spans.empty()) {
+    SpanMapOptions so;
+    so.quantiles = m.predictor->has_posterior() ? quantiles : std::vector<double>();
+    so.samples = settings.predict.samples;
+    so.seed = settings.train.seed;
+    so.strip_rows = strip_rows;
+    so.threads = threads;
+    so.rate_per = task_rate_per(m, 0, rate_per);
+    so.unit = intensity_unit(task_view(m, 0), so.rate_per);
+    so.styles = styles;
+    so.format = format;
+    write_span_maps(m, sources, spans, so, args.out);
   }
   if (!data.units.path.empty()) {
     const std::vector<double> levels = quantiles.size() >= 2 ? quantiles : std::vector<double>{0.025, 0.975};
@@ -700,6 +639,10 @@ int predict_main(int argc, char** argv) {
       ->check(CLI::IsMember({"qgis", "none"}));
   app.add_option("--threads", args.threads, "Threads (default: train.threads, 0 = every core)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--span", args.spans,
+                 "A space-time model's span of periods to average (2019-01..2019-12, repeatable): maps of the mean "
+                 "intensity over the span, intensity_mean_<from>_<to>.tif, with its sd and quantiles from joint "
+                 "draws over the periods (beside predict.spans)");
   app.add_flag("--split-periods", args.split_periods,
                "A space-time model's maps as one file per quantity and period, <quantity>_<period>.tif (default: one "
                "file per quantity with a band per period of data.time, each band named by its period)");

@@ -19,6 +19,7 @@ struct PredictArgs {
   std::string style;                  // qgis or none; empty: predict.style
   int threads = 0;                    // 0: train.threads
   bool split_periods = false;         // a space-time model's maps as one file per period
+  std::vector<std::string> spans;     // spans of periods to average, beside predict.spans
   bool progress = false;              // a progress bar on an interactive stderr
 };
 

@@ -175,4 +175,34 @@ void require_one_process(const std::string& app) {
                       "their work over MPI processes)");
 }
 
+void share_jobs(long long jobs, size_t strips, const std::function<size_t(long long)>& strip_length,
+                const std::function<void(long long, std::vector<std::vector<float>>&)>& compute,
+                const std::function<void(long long, const std::vector<std::vector<float>>&)>& write) {
+  const int count = process_count(), rank = process_rank();
+  const bool leader = leading_process();
+  std::vector<std::vector<float>> values(strips);
+  std::vector<float> message;
+  for (long long k = 0; k < jobs; ++k) {
+    const int owner = static_cast<int>(k % count);
+    if (owner == rank) compute(k, values);
+    if (!leader) {
+      // A job of this process goes to the leading process, every strip in one message.
+      if (owner != rank) continue;
+      message.clear();
+      for (const auto& v : values) message.insert(message.end(), v.begin(), v.end());
+      send_floats(message.data(), message.size(), 0);
+      continue;
+    }
+    if (owner != rank) {
+      const size_t n = strip_length(k);
+      message.resize(n * strips);
+      receive_floats(message.data(), message.size(), owner);
+      for (size_t j = 0; j < strips; ++j)
+        values[j].assign(message.begin() + static_cast<std::ptrdiff_t>(j * n),
+                         message.begin() + static_cast<std::ptrdiff_t>((j + 1) * n));
+    }
+    write(k, values);
+  }
+}
+
 }  // namespace vbagg::cli

@@ -3,6 +3,7 @@
 // process and everything behaves as in a build without MPI.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,14 @@ inline bool leading_process() { return process_rank() == 0; }
 // Point to point: `n` floats to process `to`, which receives them with receive_floats.
 void send_floats(const float* values, size_t n, int to);
 void receive_floats(float* values, size_t n, int from);
+
+// Jobs 0..jobs-1 shared round the processes: process k % count computes job k, filling `values`
+// with `strips` float strips of strip_length(k) values each, and the leading process writes every
+// job in order (write runs there only), receiving the others' values. One process computes and
+// writes job after job.
+void share_jobs(long long jobs, size_t strips, const std::function<size_t(long long)>& strip_length,
+                const std::function<void(long long, std::vector<std::vector<float>>&)>& compute,
+                const std::function<void(long long, const std::vector<std::vector<float>>&)>& write);
 
 // Refuses to run with several processes: for the apps that do not share their work.
 void require_one_process(const std::string& app);

@@ -72,6 +72,15 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.predict.strip_rows = static_cast<int>(r.integer("predict.strip_rows"));
   s.predict.rate_per = r.real("predict.rate_per");
   s.predict.qgis_style = r.text("predict.style") == "qgis";
+  {
+    const std::string spans = r.text("predict.spans");
+    for (size_t start = 0; start < spans.size();) {
+      const size_t end = std::min(spans.find(';', start), spans.size());
+      const std::string one = spans.substr(start, end - start);
+      if (one.find_first_not_of(" \t") != std::string::npos) s.predict.spans.push_back(one);
+      start = end + 1;
+    }
+  }
   s.output_dir = r.path("output.dir");
   s.trials_field = config.text("data.units.trials_field");
   const YAML::Node sources = config.root()["data"]["sources"];

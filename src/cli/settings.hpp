@@ -44,6 +44,7 @@ struct Settings {
     int strip_rows = 0;  // 0: automatic
     double rate_per = 1;
     bool qgis_style = true;
+    std::vector<std::string> spans;  // predict.spans, split at ';'
   } predict;
   std::string output_dir;    // absolute
   std::string trials_field;  // data.units.trials_field: binomial data

@@ -134,6 +134,59 @@ TEST_F(SpaceTime, ForecastsPeriodsBeyondTheData) {
   for (size_t k = 1; k < rows.size(); ++k) EXPECT_NE(rows[k].find(",new,"), std::string::npos) << rows[k];
 }
 
+std::vector<float> band_values(const std::string& path, int band) {
+  io::DatasetPtr ds = io::open_raster(path);
+  std::vector<float> v(40 * 30);
+  if (ds->GetRasterBand(band)->RasterIO(GF_Read, 0, 0, 40, 30, v.data(), 40, 30, GDT_Float32, 0, 0) != CE_None)
+    ADD_FAILURE() << "cannot read " << path;
+  return v;
+}
+
+TEST_F(SpaceTime, SpansAverageThePeriodsWithJointUncertainty) {
+  const auto r = predict("spans", "--style none --span 2019-01..2019-03 --set predict.spans=2019-05");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string dir = d() + "/spans/";
+  for (const char* f : {"intensity_mean_2019-01_2019-03.tif", "intensity_sd_2019-01_2019-03.tif",
+                        "intensity_q0.025_2019-01_2019-03.tif", "intensity_q0.975_2019-01_2019-03.tif",
+                        "intensity_mean_2019-05.tif", "intensity_sd_2019-05.tif"})
+    EXPECT_TRUE(fs::exists(dir + f)) << f;
+  const std::vector<float> mean = band_values(dir + "intensity_mean_2019-01_2019-03.tif", 1),
+                           sd = band_values(dir + "intensity_sd_2019-01_2019-03.tif", 1),
+                           lo = band_values(dir + "intensity_q0.025_2019-01_2019-03.tif", 1),
+                           hi = band_values(dir + "intensity_q0.975_2019-01_2019-03.tif", 1),
+                           may = band_values(dir + "intensity_mean_2019-05.tif", 1),
+                           may_sd = band_values(dir + "intensity_sd_2019-05.tif", 1);
+  std::vector<std::vector<float>> months, month_sd;
+  for (int b = 1; b <= 5; ++b) {
+    months.push_back(band_values(dir + "intensity_mean.tif", b));
+    month_sd.push_back(band_values(dir + "intensity_sd.tif", b));
+  }
+  int pixels = 0;
+  for (size_t i = 0; i < mean.size(); ++i) {
+    if (!(mean[i] > 0)) continue;  // nodata: the lake
+    ++pixels;
+    const double avg = (months[0][i] + months[1][i] + months[2][i]) / 3.0;
+    const double avg_sd = (month_sd[0][i] + month_sd[1][i] + month_sd[2][i]) / 3.0;
+    EXPECT_NEAR(mean[i], avg, 1e-5 * avg) << i;
+    // Correlated months: less spread than their average sd (perfect correlation), more than
+    // independent months would give.
+    EXPECT_LT(sd[i], avg_sd) << i;
+    const double independent =
+        std::sqrt(month_sd[0][i] * month_sd[0][i] + month_sd[1][i] * month_sd[1][i] + month_sd[2][i] * month_sd[2][i]) /
+        3.0;
+    EXPECT_GT(sd[i], independent) << i;
+    EXPECT_LT(lo[i], mean[i]);
+    EXPECT_GT(hi[i], mean[i]);
+    // A span of one period is that period's map.
+    EXPECT_NEAR(may[i], months[4][i], 1e-5 * months[4][i]);
+    EXPECT_NEAR(may_sd[i], month_sd[4][i], 1e-4 * month_sd[4][i]);
+  }
+  EXPECT_GT(pixels, 1000);
+  const auto bad = predict("spans2", "--span 2019-05..2019-09");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("2019-07 is not among the periods of data.time"), std::string::npos) << bad.output;
+}
+
 TEST_F(SpaceTime, EvalComparesEachPeriodWithItsTruthAndDrawsTheSeasonalCurve) {
   const std::string eval = bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml -q --split all --truth '" + d() +
                            "/data/truth_intensity_{period}.tif'";
