@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The performance benchmarks of docs/benchmarks.md, each printing the rows quoted there.
-#   bench/run_benchmarks.sh [all|epoch|fit|pipeline|predict|peer|scaling]
+#   bench/run_benchmarks.sh [all|epoch|fit|pipeline|predict|peer|scaling|space_time]
 # Scratch data goes to $WORK (default /tmp/vbagg-bench; the prediction grid needs about 3 GB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ threads=${THREADS:-2}
 scripts/deps.sh python3-torch libopenblas0-pthread time
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVBAGG_ARCH=native >/dev/null
 cmake --build build -j "$(nproc)" --target epoch_bench fit_bench pipeline_bench reference_export vbagg-train \
-  vbagg-predict >/dev/null
+  vbagg-predict vbagg-simulate >/dev/null
 mkdir -p "$work"
 bench=build/bench
 want() { [ "$what" = all ] || [ "$what" = "$1" ]; }
@@ -43,6 +43,32 @@ if want fit; then
   reference=$(sed -n 's/.*final ELBO \(-\{0,1\}[0-9.]*\).*/\1/p' "$work/fit_reference.txt")
   "$bench/fit_bench" --optimizer natgrad --batch-bags 64 --natgrad-step 0.3 --learning-rate 0.1 --schedule cosine \
     --epochs 75 --threads "$threads" --reference "$reference" --trace 1
+fi
+
+# 7. Space-time cost per number of periods: a seasonal country of 160 x 120 pixels and 60 units,
+# fitted on its first P months with the inducing points fixed at 200 (the automatic count grows
+# with the bags): a run of one epoch (the build, the setup and one epoch), the median seconds per
+# natural-gradient epoch over ten, and the peak memory.
+if want space_time; then
+  [ -f "$work/seasonal/seasonal.yaml" ] ||
+    build/apps/vbagg-simulate --kind country --out "$work/seasonal" --months 24 --seed 1 -q
+  echo "| periods | bags | pixels | one-epoch run s | s per epoch | peak RSS MiB |"
+  echo "|---|---|---|---|---|---|"
+  for months in 1 3 6 12 24; do
+    last=$(printf "%04d-%02d" $((2019 + (months - 1) / 12)) $(((months - 1) % 12 + 1)))
+    out="$work/seasonal_fit_$months"
+    fit=(build/apps/vbagg-train --config "$work/seasonal/seasonal.yaml" --out "$out" --threads "$threads"
+      --set data.time=2019-01..$last --set train.optimizer=natgrad --set model.inducing.count=200
+      --set train.holdout.fraction=0 --set model.kernel.time=seasonal+trend)
+    one=$( { /usr/bin/time -f "wall %e" "${fit[@]}" --set train.epochs=1; } 2>&1 )
+    log=$( { /usr/bin/time -f "peak %M" "${fit[@]}" --set train.epochs=10; } 2>&1 )
+    counts=$(echo "$log" | sed -n 's/^info \([0-9]*\) units, \([0-9]*\) pixels.*/\1 \2/p' | head -1)
+    # history.csv's seconds count from each stage's start: the median rise between epochs.
+    per_epoch=$(awk -F, 'NR > 2 && $5 > s { print $5 - s } { s = $5 }' "$out/history.csv" | sort -g |
+      awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
+    printf "| %s | %s | %s | %s | %s | %.0f |\n" "$months" "${counts% *}" "${counts#* }" \
+      "$(echo "$one" | sed -n 's/^wall //p')" "$per_epoch" "$(echo "$(echo "$log" | sed -n 's/^peak //p') / 1024" | bc -l)"
+  done
 fi
 
 # A country of 1022 x 1022 one-km pixels (1,044,484 pixels), 18 covariates, 957 units.

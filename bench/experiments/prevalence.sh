@@ -18,7 +18,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 . bench/experiments/json_fields.sh
-pixel() { grep -o "\"pixel\": {[^}]*" "$1" | grep -o "\"$2\": [^,]*" | head -1 | sed 's/.*: //'; }
 baseline() { grep -o "\"baseline_constant\": {[^}]*" "$1" | grep -o "\"$2\": [^,}]*" | sed 's/.*: //'; }
 echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"
 echo "|---|---|---|---|---|---|---|---|"

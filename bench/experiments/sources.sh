@@ -23,8 +23,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 . bench/experiments/json_fields.sh
-pixel() { grep -o "\"pixel\": {[^}]*" "$1" | grep -o "\"$2\": [^,]*" | head -1 | sed 's/.*: //'; }
-top() { grep -o "\"$2\": [^,]*" "$1" | head -1 | sed 's/.*: //'; }
 
 # A configuration in the country's folder: its rasters and the given units or sources lines.
 config() {

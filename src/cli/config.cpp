@@ -510,14 +510,9 @@ io::DataConfig Config::data_config() const {
       }
     }
   } else {
-    d.units = {path("data.units.path"),
-               text("data.units.layer"),
-               text("data.units.id_field"),
-               text("data.units.response_field"),
-               text("data.units.trials_field"),
-               real("data.units.point_buffer"),
-               {},
-               {}};
+    d.units = {path("data.units.path"), text("data.units.layer"), text("data.units.id_field"),
+               text("data.units.response_field"), text("data.units.trials_field")};
+    d.units.point_buffer = real("data.units.point_buffer");
   }
   const std::string grid = text("data.grid");
   d.grid = grid;

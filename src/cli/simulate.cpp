@@ -337,7 +337,8 @@ int simulate_main(int argc, char** argv) {
       "case counts and a prevalence survey per unit, provinces.gpkg with coarser units' counts, clusters.gpkg with "
       "survey clusters as points; the true intensity and prevalence; and data.yaml, prevalence.yaml, counts.yaml "
       "(units and provinces in one fit), survey.yaml (clusters and the units' survey) and tasks.yaml (incidence and "
-      "prevalence on shared latent fields) to train on) or the "
+      "prevalence on shared latent fields) to train on; with --months a seasonal country with monthly counts "
+      "and seasonal.yaml) or the "
       "swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "time_axis.hpp"
@@ -14,6 +15,10 @@ inline constexpr const char* kCovariateResampling = "bilinear";
 inline constexpr const char* kPopulationResampling = "sum";
 
 struct LayerSpec {
+  LayerSpec() = default;
+  LayerSpec(std::string path_, std::string name_, std::string resampling_)
+      : path(std::move(path_)), name(std::move(name_)), resampling(std::move(resampling_)) {}
+
   std::string path;
   std::string name;        // covariate name; default: the file name without extension
   std::string resampling;  // GDAL resampling used to bring the layer onto the reference grid
@@ -34,6 +39,15 @@ struct LayerSpec {
 std::string band_covariate_name(const std::string& layer, int band, int bands, const std::string& description);
 
 struct UnitsSpec {
+  UnitsSpec() = default;
+  UnitsSpec(std::string path_, std::string layer_, std::string id_field_, std::string response_field_,
+            std::string trials_field_)
+      : path(std::move(path_)),
+        layer(std::move(layer_)),
+        id_field(std::move(id_field_)),
+        response_field(std::move(response_field_)),
+        trials_field(std::move(trials_field_)) {}
+
   std::string path;
   std::string layer;  // optional when the source has one layer
   std::string id_field;

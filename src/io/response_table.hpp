@@ -28,8 +28,4 @@ class PeriodRows {
   int response_ = -1, trials_ = -1;
 };
 
-// A period as tables write it: YYYY-MM, YYYYMM, YYYY-M, YYYY-MM-DD (its month) or YYYY. Returns
-// the label ("2019-03", "2019"), or empty when the text is none of these.
-std::string period_label(const std::string& text);
-
 }  // namespace vbagg::io

@@ -104,6 +104,28 @@ TimeAxis parse_time_axis(const std::string& text, const std::string& where) {
   return TimeAxis(std::move(periods), where);
 }
 
+std::string period_label(const std::string& raw) {
+  const std::string t = trim(raw);
+  if (t.size() == 4 && digits(t)) return t;
+  std::string year, month;
+  if (t.size() == 6 && digits(t)) {
+    year = t.substr(0, 4);
+    month = t.substr(4);
+  } else if (t.size() >= 6 && t[4] == '-' && digits(t.substr(0, 4))) {
+    year = t.substr(0, 4);
+    const auto dash = t.find('-', 5);
+    month = t.substr(5, dash == std::string::npos ? std::string::npos : dash - 5);
+    // A date: its day must be a number too.
+    if (dash != std::string::npos && !digits(t.substr(dash + 1))) return "";
+  } else {
+    return "";
+  }
+  if (!digits(month) || month.size() > 2) return "";
+  const int m = std::stoi(month);
+  if (m < 1 || m > 12) return "";
+  return year + "-" + (m < 10 ? "0" : "") + std::to_string(m);
+}
+
 bool has_period_tokens(const std::string& pattern) {
   for (const char* token : kTokens)
     if (pattern.find(token) != std::string::npos) return true;

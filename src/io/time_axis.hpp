@@ -44,6 +44,10 @@ class TimeAxis {
 // a comma-separated list of periods. Empty text gives an empty axis.
 TimeAxis parse_time_axis(const std::string& text, const std::string& where = "data.time");
 
+// A period as tables write it: YYYY-MM, YYYYMM, YYYY-M, YYYY-MM-DD (its month) or YYYY. Returns
+// the label ("2019-03", "2019"), or empty when the text is none of these.
+std::string period_label(const std::string& text);
+
 // Whether `pattern` names a period: it holds {period}, {year} or {month}.
 bool has_period_tokens(const std::string& pattern);
 // The pattern with {period}, {year} (4 digits) and {month} (2 digits) replaced by p's; throws

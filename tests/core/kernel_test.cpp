@@ -91,6 +91,18 @@ double weighted_sum(const Kernel& k, const Matrix& X1, const Matrix& X2, const M
   return (G.array() * K.array()).sum();
 }
 
+// The central difference of value(kernel) in hyperparameter p.
+template <class F>
+double central_difference(const Kernel& k, Index p, double h, F value) {
+  Kernel plus = k, minus = k;
+  Vector t = k.params();
+  t[p] += h;
+  plus.set_params(t);
+  t[p] -= 2 * h;
+  minus.set_params(t);
+  return (value(plus) - value(minus)) / (2 * h);
+}
+
 TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   const Kernel k = space_time_kernel();
   const Matrix X1 = random_inputs(6, 3), X2 = random_inputs(7, 4);
@@ -109,13 +121,7 @@ TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   const double h = 1e-6;
   const Vector theta = k.params();
   for (Index p = 0; p < theta.size(); ++p) {
-    Kernel plus = k, minus = k;
-    Vector t = theta;
-    t[p] += h;
-    plus.set_params(t);
-    t[p] -= 2 * h;
-    minus.set_params(t);
-    const double numeric = (weighted_sum(plus, X1, X2, G) - weighted_sum(minus, X1, X2, G)) / (2 * h);
+    const double numeric = central_difference(k, p, h, [&](const Kernel& at) { return weighted_sum(at, X1, X2, G); });
     EXPECT_NEAR(g_theta[p], numeric, 1e-6 * (1 + std::abs(numeric))) << k.param_names()[p];
   }
   for (Index d = 0; d < kD; ++d)
@@ -130,15 +136,9 @@ TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   // The diagonal's gradient: d k(x, x) / d theta.
   Vector g_diag = Vector::Zero(k.num_params());
   k.diag_backward(1.0, g_diag);
-  for (Index p = 0; p < theta.size(); ++p) {
-    Kernel plus = k, minus = k;
-    Vector t = theta;
-    t[p] += h;
-    plus.set_params(t);
-    t[p] -= 2 * h;
-    minus.set_params(t);
-    EXPECT_NEAR(g_diag[p], (plus.diag_value() - minus.diag_value()) / (2 * h), 1e-8) << k.param_names()[p];
-  }
+  for (Index p = 0; p < theta.size(); ++p)
+    EXPECT_NEAR(g_diag[p], central_difference(k, p, h, [](const Kernel& at) { return at.diag_value(); }), 1e-8)
+        << k.param_names()[p];
 }
 
 TEST(Kernel, TermsMustUseEveryPartOnce) {

@@ -581,7 +581,8 @@ TEST(BuildDataset, SurveyPointsAsBags) {
                     {{std::string("p1"), 3.0, "POINT(2.5 7.5)", 20.0},
                      {std::string("p2"), 5.0, "POINT(7.2 1.1)", 30.0},
                      {std::string("far"), 1.0, "POINT(50 50)", 10.0}});
-  s.config.units = {"points.gpkg", "", "ID", "cases", "tested", 0.0};
+  s.config.units = {"points.gpkg", "", "ID", "cases", "tested"};
+  s.config.units.point_buffer = 0;
   s.config.on_bad_unit = io::BadUnitPolicy::drop;
   for (auto assignment : {io::PixelAssignment::centre, io::PixelAssignment::fraction}) {
     s.config.pixel_assignment = assignment;

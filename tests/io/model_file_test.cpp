@@ -247,6 +247,26 @@ TEST(ModelFile, RoundTripsExactly) {
   EXPECT_EQ(g.config["model"]["link"].as<std::string>(), "identity");
 }
 
+// A good model file's text with one edit (the first `from` replaced by `to`) must be refused with
+// a DataError mentioning `mention`.
+struct ModelFileEdits {
+  const test::TempDir& dir;
+  std::string good;
+  void operator()(const std::string& from, const std::string& to, const std::string& mention) const {
+    std::string text = good;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / "bad.yaml") << text;
+    try {
+      io::read_model_file(dir / "bad.yaml");
+      FAIL() << "accepted a file with " << to;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  }
+};
+
 // A space-time model: its product kernel (terms, factors, the fixed variance) and its periods.
 TEST(ModelFile, RoundTripsSpaceTime) {
   test::TempDir dir;
@@ -270,20 +290,7 @@ TEST(ModelFile, RoundTripsSpaceTime) {
   EXPECT_EQ(g.model.pack(), m.pack());
 
   // Terms that leave out a part, and periods that do not match the inputs, are broken.
-  const std::string good = read_text(dir / "model.yaml");
-  auto expect_broken = [&](const std::string& from, const std::string& to, const std::string& mention) {
-    std::string text = good;
-    const auto at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-    std::ofstream(dir / "bad.yaml") << text;
-    try {
-      io::read_model_file(dir / "bad.yaml");
-      FAIL() << "accepted a file with " << to;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
-    }
-  };
+  const ModelFileEdits expect_broken{dir, read_text(dir / "model.yaml")};
   expect_broken("term: 1\n      factor: 1", "term: 3\n      factor: 1", "term");
   expect_broken("periods:", "old_periods:", "do not match");
   expect_broken("[2019-11,", "[2019-13,", "not a period");
@@ -292,20 +299,7 @@ TEST(ModelFile, RoundTripsSpaceTime) {
 TEST(ModelFile, BrokenEntriesAreNamed) {
   test::TempDir dir;
   io::write_model_file(dir / "model.yaml", sample_file());
-  const std::string good = read_text(dir / "model.yaml");
-  auto expect_broken = [&](const std::string& from, const std::string& to, const std::string& mention) {
-    std::string text = good;
-    const auto at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-    std::ofstream(dir / "bad.yaml") << text;
-    try {
-      io::read_model_file(dir / "bad.yaml");
-      FAIL() << "accepted a file with " << to;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
-    }
-  };
+  const ModelFileEdits expect_broken{dir, read_text(dir / "model.yaml")};
   expect_broken("q_mean:", "q_means:", "missing 'model.q_mean'");
   expect_broken("link: identity\n  covariance", "link: cube\n  covariance", "unknown link 'cube'");
   expect_broken("version: 1", "version: 2", "format version 2");

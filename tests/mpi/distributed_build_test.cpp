@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "../io/fixtures.hpp"
 #include "cli/processes.hpp"
@@ -142,6 +143,53 @@ TEST(DistributedBuild, BatchesHoldTheWholeBuildsBags) {
     if (batch_pixels == 100000) EXPECT_EQ(batches, 2);  // a batch per source
     expect_same_units(summary, whole);
   }
+}
+
+// The same country over three months (one source, counts per month from a long table): each
+// process builds its share of the unit-periods, whole or in batches, as one process does.
+TEST(DistributedBuild, PeriodsAreSharedLikeUnits) {
+  Country c;
+  c.config.more_sources.clear();
+  c.config.time = io::parse_time_axis("2020-01..2020-03");
+  {
+    std::ofstream table(c.dir / "cases.csv");
+    table << "ID,month,cases\n";
+    for (const char* month : {"2020-01", "2020-02", "2020-03"})
+      for (int k = 0; k < 8; ++k) table << "u" << k << "," << month << "," << 10 + k + month[6] - '0' << "\n";
+  }
+  c.config.units.response_table = c.dir / "cases.csv";
+  c.config.units.period_field = "month";
+  const io::BuiltData whole = io::build_dataset(c.config, c.dir.path.string());
+  ASSERT_EQ(whole.units.size(), 24u);
+  const io::BuiltData mine = io::build_dataset(c.config, c.dir.path.string(), cli::processes());
+  expect_same_units(mine, whole);
+  Vector held = Vector::Zero(24);
+  const Dataset& d = mine.dataset;
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    const Index g = d.global_bag_of(a);
+    held[g] += 1;
+    EXPECT_EQ(d.bag_ids[static_cast<size_t>(a)], whole.dataset.bag_ids[static_cast<size_t>(g)]);
+    EXPECT_EQ(d.response[a], whole.dataset.response[g]);
+    const Index n = d.bag_size(a);
+    EXPECT_EQ(d.inputs.middleCols(d.bag_begin(a), n), whole.dataset.inputs.middleCols(whole.dataset.bag_begin(g), n));
+  }
+  cli::processes().sum(held);
+  EXPECT_EQ(held, Vector::Ones(24));
+
+  held.setZero();
+  const io::BuiltData summary = io::build_dataset_in_batches(
+      c.config, c.dir.path.string(), 20,
+      [&](io::BuiltData& b) {
+        for (Index a = 0; a < b.dataset.num_bags(); ++a) {
+          const Index g = b.dataset.global_bag_of(a);
+          held[g] += 1;
+          EXPECT_EQ(b.dataset.bag_ids[static_cast<size_t>(a)], whole.dataset.bag_ids[static_cast<size_t>(g)]);
+        }
+      },
+      cli::processes());
+  cli::processes().sum(held);
+  EXPECT_EQ(held, Vector::Ones(24));
+  expect_same_units(summary, whole);
 }
 
 // A unit that only its builder finds unusable stops every process under on_bad_unit: stop, whole
