@@ -52,6 +52,14 @@ std::string join(const std::vector<std::string>& v) {
 void check_sources(const Param& p, const YAML::Node& v, const std::string& source);
 
 // Checks one value against its parameter; throws ConfigError naming file, line and key.
+// Text settings that also read as a YAML list of texts: periods (data.time: [2019-01, 2019-06])
+// and spans; the separator their text form uses between entries (none for other settings).
+const char* list_separator(const std::string& key) {
+  if (key == "data.time" || key == "train.holdout.periods") return ", ";
+  if (key == "predict.spans") return "; ";
+  return nullptr;
+}
+
 void check_value(const Param& p, const YAML::Node& v, const std::string& source) {
   const std::string head = where(source, v) + ": " + p.key;
   auto scalar = [&]() -> std::string {
@@ -76,6 +84,11 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
   switch (p.type) {
     case ParamType::text:
     case ParamType::path:
+      if (v.IsSequence() && list_separator(p.key)) {
+        for (const auto& e : v)
+          if (!e.IsScalar()) throw ConfigError(head + " must be a text or a list of texts");
+        return;
+      }
       scalar();
       return;
     case ParamType::integer: {
@@ -365,6 +378,11 @@ void Config::set(const std::string& key, const std::string& yaml_value) {
 
 std::string Config::text(const std::string& key) const {
   const YAML::Node n = lookup(root_, key);
+  if (n && n.IsSequence() && list_separator(key)) {
+    std::string joined;
+    for (const auto& e : n) joined += (joined.empty() ? "" : list_separator(key)) + e.as<std::string>();
+    return joined;
+  }
   return n && !n.IsNull() ? n.as<std::string>() : std::string();
 }
 

@@ -129,7 +129,7 @@ std::vector<Param> make_params() {
        -kInf,
        kInf,
        "Periods of a space-time fit: a range of months or years (2019-01..2020-12, 2015..2020), one period, or a "
-       "list (2019-01, 2019-02, 2019-06). Each bag is then a unit in one period (<id>@<period> in outputs), "
+       "list (2019-01, 2019-02, 2019-06, as text or a YAML list). Each bag is then a unit in one period (<id>@<period> in outputs), "
        "responses come per period (data.units.response_field pattern or data.units.response_table), covariates may "
        "be series, and data.population.path may hold {year} or {period}. Empty: one period (docs/space-time.md)."},
       {"data.grid",

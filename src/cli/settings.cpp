@@ -77,7 +77,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
     for (size_t start = 0; start < spans.size();) {
       const size_t end = std::min(spans.find(';', start), spans.size());
       const std::string one = spans.substr(start, end - start);
-      if (one.find_first_not_of(" \t") != std::string::npos) s.predict.spans.push_back(one);
+      const auto b = one.find_first_not_of(" \t");
+      if (b != std::string::npos) s.predict.spans.push_back(one.substr(b, one.find_last_not_of(" \t") - b + 1));
       start = end + 1;
     }
   }

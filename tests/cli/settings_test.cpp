@@ -44,6 +44,19 @@ TEST(Settings, OverridesArriveTyped) {
   EXPECT_FALSE(d.model.unit_effect.has_value());
 }
 
+// Periods and spans read as text or as a YAML list of texts.
+TEST(Settings, PeriodsAndSpansAreTextsOrLists) {
+  const Settings s = settings_of(defaults_with(
+      {"train.holdout.periods=[2020-10, 2020-12]", "predict.spans=[2019-01..2019-12, 2020-01..2020-06]"}));
+  EXPECT_EQ(s.train.holdout_periods, "2020-10, 2020-12");
+  EXPECT_EQ(s.predict.spans, (std::vector<std::string>{"2019-01..2019-12", "2020-01..2020-06"}));
+  const Config c = defaults_with({"data.time=[2019-01, 2019-02, 2019-06]"});
+  EXPECT_EQ(c.text("data.time"), "2019-01, 2019-02, 2019-06");
+  EXPECT_EQ(io::parse_time_axis(c.text("data.time")).size(), 3u);
+  EXPECT_THROW(defaults_with({"data.time=[[2019-01]]"}), ConfigError);
+  EXPECT_THROW(defaults_with({"model.kernel.time=[seasonal]"}), ConfigError);  // a choice is never a list
+}
+
 TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   ModelSpec s = model_spec(settings_of(defaults_with({})));
   EXPECT_EQ(s.likelihood, LikelihoodKind::negative_binomial);
