@@ -255,8 +255,14 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
 void refuse_overwriting_inputs(const std::string& out_dir, const std::vector<std::string>& outputs,
                                const io::DataConfig& data) {
   namespace fs = std::filesystem;
-  std::vector<std::string> inputs = {data.population.path, data.units.path};
+  std::vector<std::string> inputs = {data.population.path, data.units.path, data.units.response_table};
   for (const auto& l : data.covariates) inputs.push_back(l.path);
+  // Every period's files of a space-time configuration's patterns.
+  for (size_t p = 0; p < data.time.size(); ++p) {
+    const io::DataConfig one = io::period_config(data, p);
+    inputs.push_back(one.population.path);
+    for (const auto& l : one.covariates) inputs.push_back(l.path);
+  }
   for (const auto& m : data.more_sources) {
     inputs.push_back(m.units.path);
     inputs.push_back(m.population.path);

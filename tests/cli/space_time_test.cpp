@@ -247,6 +247,15 @@ TEST_F(SpaceTime, TimeSettingsAreRefusedWhereTheyCannotApply) {
   };
   // The model's configuration without its periods: its rainfall series has none to follow.
   expect_refused(predict("none", "--set data.time="), "is a series (one value per period); it needs data.time");
+  // A period's file of a covariate pattern is an input that the maps must not overwrite.
+  std::ofstream(d() + "/data/clash.yaml")
+      << "data:\n  time: 2019-01..2019-06\n  covariates: [temperature.tif, rainfall.tif, night_lights.tif, "
+      << "travel_time.tif, {path: '../clash/intensity_mean_{period}.tif', name: rain}]\n"
+      << "  population: {path: population.tif}\n"
+      << "  units: {path: units.gpkg, id_field: ID, response_field: 'cases_{year}{month}'}\n";
+  expect_refused(run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --config " + d() +
+                     "/data/clash.yaml --split-periods --out " + d() + "/clash -q"),
+                 "would overwrite the input '" + d() + "/clash/intensity_mean_2019-01.tif'");
   const std::string train = bin("vbagg-train") + " --config " + d() + "/data/";
   expect_refused(run(train + "data.yaml --out " + d() + "/x --set model.kernel.time=seasonal"), "data.time is not set");
   expect_refused(run(train + "data.yaml --out " + d() + "/x --set data.units.response_table=cases_monthly.csv"),
