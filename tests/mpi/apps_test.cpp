@@ -100,6 +100,34 @@ TEST(Mpirun, PredictWritesTheSameFilesAsOneProcess) {
   }
 }
 
+// A space-time model's maps (a band per period) and spans over processes: the same files as one
+// process writes, byte for byte.
+TEST(Mpirun, SpaceTimeMapsAndSpansAreTheSameAsOneProcess) {
+  const fs::path dir = scratch("space_time");
+  const std::string data = (dir / "data").string();
+  ASSERT_EQ(0, test::run(test::bin("vbagg-simulate") + " --kind country --out " + data +
+                         " --size 30x24 --units 8 --months 4 -q")
+                   .code);
+  const std::string model = (dir / "train/model.yaml").string();
+  const test::RunResult trained =
+      test::run(test::bin("vbagg-train") + " --config " + data + "/seasonal.yaml --out " + (dir / "train").string() +
+                " -q --threads 1 --set train.epochs=5 --set model.inducing.count=16");
+  ASSERT_EQ(0, trained.code) << trained.output;
+  const std::string predict = test::bin("vbagg-predict") + " --model " + model +
+                              " -q --threads 1 --style none --set predict.strip_rows=5 --span 2019-01..2019-04 --out ";
+  ASSERT_EQ(0, test::run(predict + (dir / "one").string()).code);
+  const test::RunResult r = test::run(mpirun(3) + predict + (dir / "three").string());
+  ASSERT_EQ(0, r.code) << r.output;
+  int compared = 0;
+  for (const auto& entry : fs::directory_iterator(dir / "one")) {
+    const fs::path name = entry.path().filename();
+    if (name.extension() == ".gpkg") continue;
+    EXPECT_EQ(file_bytes(entry.path()), file_bytes(dir / "three" / name)) << name;
+    ++compared;
+  }
+  EXPECT_GE(compared, 10);  // seven maps, three of the span, units.csv
+}
+
 // A process killed in the middle of training (as by the kernel's OOM killer) ends the job: no
 // hang, a non-zero exit, and no model.
 TEST(Mpirun, AProcessKilledAloneEndsTheJobWithoutAModel) {
