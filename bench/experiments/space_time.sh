@@ -9,24 +9,28 @@
 #               same month with this year's rainfall (no data of the month exist to fit it).
 # Scored per month against that month's true intensity (pixel correlation, MSE relative to the
 # mean squared truth, calibration of 50-95 % intervals), and on the held-out months' counts.
-#   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3]
+#   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3] [--space KERNEL]
+# --space sets model.kernel.space of every fit (default: each fit's own default).
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/build/apps
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" units=60 size=100x75 noise=0.3
+seeds="1 2 3" units=60 size=100x75 noise=0.3 space=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --units) units=$2; shift 2 ;;
     --size) size=$2; shift 2 ;;
     --noise) noise=$2; shift 2 ;;
+    --space) space=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
 . bench/experiments/json_fields.sh
+kernel=()
+[ -n "$space" ] && kernel=(--set "model.kernel.space=$space")
 seen="2020-01 2020-02 2020-03 2020-04 2020-05 2020-06 2020-07 2020-08 2020-09"
 held="2020-10 2020-11 2020-12"
 
@@ -69,7 +73,7 @@ for seed in $seeds; do
   "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --size "$size" --units "$units" \
     --unit-noise "$noise" --months 24 -q
   start=$(date +%s.%N)
-  "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 \
+  "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" \
     --set data.time=2019-01..2020-12 --set train.holdout.fraction=0 --set train.holdout.periods=2020-10..2020-12
   joint_s=$(echo "$(date +%s.%N) - $start" | bc)
   independent_s=0
@@ -83,7 +87,7 @@ for seed in $seeds; do
       fit=$label
     fi
     start=$(date +%s.%N)
-    "$bin/vbagg-train" --config "$d/data/month_$fit.yaml" --out "$d/month_$fit" -q --threads 2
+    "$bin/vbagg-train" --config "$d/data/month_$fit.yaml" --out "$d/month_$fit" -q --threads 2 "${kernel[@]}"
     independent_s=$(echo "$independent_s + $(date +%s.%N) - $start" | bc)
     ms=$(truth_ms "$d/data/truth_intensity_$label.tif")
     "$bin/vbagg-eval" --model "$d/joint/model.yaml" --set data.time="$label" --split all \

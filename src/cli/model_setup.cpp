@@ -199,7 +199,11 @@ ModelSpec model_spec(const Settings& settings) {
 }
 
 Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates, const io::TimeAxis& time) {
-  const std::string& space = settings.model.kernel_space;
+  // auto: rbf for one period; with periods the many bags per unit pin a smooth field down too
+  // tightly, and matern32's rougher prior keeps the intervals honest (docs/space-time.md).
+  const std::string space = settings.model.kernel_space != "auto" ? settings.model.kernel_space
+                            : time.empty()                        ? "rbf"
+                                                                  : "matern32";
   if (space != "none" && coordinates == 0)
     throw ConfigError("model.kernel.space is '" + space +
                       "' but data.coordinates is false; set model.kernel.space: none "

@@ -295,13 +295,15 @@ std::vector<Param> make_params() {
        "Kernel on the standardised covariates."},
       {"model.kernel.space",
        T::choice,
-       "rbf",
-       {"matern12", "matern32", "matern52", "rbf", "none"},
+       "auto",
+       {"auto", "matern12", "matern32", "matern52", "rbf", "none"},
        -kInf,
        kInf,
        "Kernel on the coordinates (km); needs data.coordinates. The Matern kernels allow rougher maps; with the few "
        "inducing points that unit data support, their roughness between inducing points is prior variance and "
-       "widens the pixel intervals beyond their nominal coverage (docs/experiments.md)."},
+       "widens the pixel intervals beyond their nominal coverage (docs/experiments.md). A space-time fit has many "
+       "bags per unit and the reverse holds: rbf's intervals are too narrow there (docs/space-time.md). auto: rbf, "
+       "or matern32 with data.time."},
       {"model.kernel.time",
        T::choice,
        "auto",
