@@ -55,32 +55,19 @@ LoadedModel loaded_model(io::ModelFile file, Config config, bool same_units) {
   return {std::move(file), std::move(config), same_units, std::move(predictor)};
 }
 
-std::vector<LayerBands> covariate_band_names(const io::DataConfig& data) {
-  std::vector<LayerBands> layers;
+std::vector<io::LayerBands> covariate_band_names(const io::DataConfig& data) {
+  std::vector<io::LayerBands> layers;
   for (const auto& l : data.covariates) {
     io::DatasetPtr ds = io::open_raster(l.path);
-    LayerBands bands;
-    const int n = ds->GetRasterCount();
-    if (!l.period.empty()) {
-      // A series' band of one period (io::period_config).
-      std::vector<std::string> descriptions;
-      for (int b = 1; b <= n; ++b) descriptions.push_back(ds->GetRasterBand(b)->GetDescription());
-      bands.names.push_back(l.name);
-      bands.bands.push_back(io::series_band(l, descriptions));
-    } else {
-      for (int b = 1; b <= n; ++b) {
-        bands.names.push_back(
-            io::band_covariate_name(l.covariate_name(), b, n, ds->GetRasterBand(b)->GetDescription()));
-        bands.bands.push_back(b);
-      }
-    }
-    layers.push_back(bands);
+    std::vector<std::string> descriptions;
+    for (int b = 1; b <= ds->GetRasterCount(); ++b) descriptions.push_back(ds->GetRasterBand(b)->GetDescription());
+    layers.push_back(io::layer_bands(l, descriptions));
   }
   return layers;
 }
 
 std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
-                                              const std::vector<LayerBands>& layers, const std::string& where) {
+                                              const std::vector<io::LayerBands>& layers, const std::string& where) {
   std::vector<CovariateSource> out;
   for (const auto& name : model_names) {
     bool found = false;

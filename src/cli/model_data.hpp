@@ -58,16 +58,10 @@ struct CovariateSource {
   size_t layer;
   int band;
 };
-// The covariates a configured layer gives: their names and bands (every band, or a series' band of
-// one period).
-struct LayerBands {
-  std::vector<std::string> names;
-  std::vector<int> bands;
-};
 std::vector<CovariateSource> match_covariates(const std::vector<std::string>& model_names,
-                                              const std::vector<LayerBands>& layers, const std::string& where);
+                                              const std::vector<io::LayerBands>& layers, const std::string& where);
 
 // The covariates of each configured covariate layer, named as the pipeline names them.
-std::vector<LayerBands> covariate_band_names(const io::DataConfig& data);
+std::vector<io::LayerBands> covariate_band_names(const io::DataConfig& data);
 
 }  // namespace vbagg::cli

@@ -94,18 +94,9 @@ Covariates open_covariates(const std::vector<LayerSpec>& specs, BuiltData& out) 
   for (const auto& l : specs) {
     Layer layer;
     layer.raster = std::make_unique<AlignedLayer>(l.path, l.resampling, out.grid, out.grid_path);
-    const int nb = layer.raster->bands();
-    if (!l.period.empty()) {
-      // One band of a series: the period's.
-      layer.bands = {series_band(l, layer.raster->band_descriptions())};
-      layer.names = {l.name};
-    } else {
-      for (int b = 1; b <= nb; ++b) {
-        const std::string& desc = layer.raster->band_descriptions()[static_cast<size_t>(b - 1)];
-        layer.bands.push_back(b);
-        layer.names.push_back(band_covariate_name(l.name, b, nb, desc));
-      }
-    }
+    const LayerBands given = layer_bands(l, layer.raster->band_descriptions());
+    layer.bands = given.bands;
+    layer.names = given.names;
     if (layer.raster->warped())
       out.notes.push_back("covariate '" + l.path + "' warped onto the reference grid (" + l.resampling + ")");
     c.names.insert(c.names.end(), layer.names.begin(), layer.names.end());

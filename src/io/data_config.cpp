@@ -60,6 +60,17 @@ int series_band(const LayerSpec& l, const std::vector<std::string>& band_descrip
                   "band k for the k-th period when the file has one band per period");
 }
 
+LayerBands layer_bands(const LayerSpec& l, const std::vector<std::string>& band_descriptions) {
+  if (!l.period.empty()) return {{series_band(l, band_descriptions)}, {l.covariate_name()}};
+  LayerBands out;
+  const int n = static_cast<int>(band_descriptions.size());
+  for (int b = 1; b <= n; ++b) {
+    out.bands.push_back(b);
+    out.names.push_back(band_covariate_name(l.covariate_name(), b, n, band_descriptions[static_cast<size_t>(b - 1)]));
+  }
+  return out;
+}
+
 DataConfig period_config(const DataConfig& config, size_t i) {
   const Period& p = config.time[i];
   DataConfig c = config;

@@ -108,6 +108,14 @@ struct DataConfig {
 // position. Throws DataError naming the file otherwise.
 int series_band(const LayerSpec& l, const std::vector<std::string>& band_descriptions);
 
+// The covariates a layer gives, from its bands' descriptions: every band, named by
+// band_covariate_name, or a series' band of its period (series_band), named as the layer.
+struct LayerBands {
+  std::vector<int> bands;  // 1-based
+  std::vector<std::string> names;
+};
+LayerBands layer_bands(const LayerSpec& l, const std::vector<std::string>& band_descriptions);
+
 // The configuration of period i of config.time on its own: covariate, population and field patterns
 // expanded, series bands chosen, responses read for that period. Covariates keep their names over
 // the periods (a pattern's name is its stem without the tokens).
