@@ -161,6 +161,11 @@ ModelSpec model_spec(const Settings& settings) {
   s.tasks = task_names(sources);
   s.task = task_index(s.tasks, sources[0].task);
   s = complete_source(s, c);
+  // A unit's periods share its effect unless asked otherwise, or the expectation takes bags one at
+  // a time (ModelSpec::unit_effect_shared).
+  s.unit_effect_shared =
+      s.unit_effect && settings.periods &&
+      (c.unit_effect_scope == "unit" || (c.unit_effect_scope == "auto" && s.expectation != Expectation::sample));
   if (sources.size() > 1) {
     s.source_name = sources[0].name;
     for (size_t i = 1; i < sources.size(); ++i) {

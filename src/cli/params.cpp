@@ -271,6 +271,17 @@ std::vector<Param> make_params() {
        "expected rate without it; unit totals and intervals include it (for a training unit its effect given its "
        "count, for any other unit the prior spread). Defined for the count likelihoods of model.kind vbagg and "
        "bag_pixel, with model.expectation delta under the exp link; auto turns it on wherever it is defined."},
+      {"model.unit_effect_scope",
+       T::choice,
+       "auto",
+       {"auto", "unit", "period"},
+       -kInf,
+       kInf,
+       "With data.time, what one unit effect covers: unit (one effect per unit, shared by all its periods: a "
+       "district that reports high every month, integrated out of the unit's months jointly, and a held-out month "
+       "of a training unit borrows its other months' effect) or period (one effect per unit and period, "
+       "independent from month to month). auto: unit, except under model.expectation sample, which integrates "
+       "one bag at a time (period). Without data.time every unit has one bag and both are the same."},
       {"model.covariance",
        T::choice,
        "nystrom",

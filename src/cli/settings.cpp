@@ -38,6 +38,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   m.spec.fixed_effects = parse_fixed_effects(r.text("model.fixed_effects"));
   const std::string unit_effect = r.text("model.unit_effect");
   if (unit_effect != "auto") m.unit_effect = unit_effect == "true";
+  m.unit_effect_scope = r.text("model.unit_effect_scope");
   m.spec.covariance = parse_covariance_mode(r.text("model.covariance"));
   m.spec.aggregation = parse_aggregation(r.text("model.aggregation"));
   m.spec.latents = r.integer("model.latents");
@@ -84,6 +85,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   }
   s.output_dir = r.path("output.dir");
   s.trials_field = config.text("data.units.trials_field");
+  const YAML::Node time = config.root()["data"]["time"];
+  s.periods = time && (time.IsSequence() ? time.size() > 0 : !time.IsNull() && !time.as<std::string>().empty());
   const YAML::Node sources = config.root()["data"]["sources"];
   for (size_t i = 0; sources && sources.IsSequence() && i < sources.size(); ++i) {
     const YAML::Node e = sources[i];

@@ -24,6 +24,7 @@ struct Settings {
     std::optional<Expectation> expectation;  // nullopt: auto
     bool linear_mean = true;                 // mean_function: linear
     std::optional<bool> unit_effect;         // nullopt: auto
+    std::string unit_effect_scope;           // model.unit_effect_scope: auto, unit or period
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space, kernel_time;
     Index inducing_count = 0;  // 0: from the number of training units
@@ -48,6 +49,7 @@ struct Settings {
   } predict;
   std::string output_dir;    // absolute
   std::string trials_field;  // data.units.trials_field: binomial data
+  bool periods = false;      // data.time is set: a unit has a bag per period
   // data.sources, as far as the model depends on them (empty: data.units is the one source).
   struct Source {
     std::string name;

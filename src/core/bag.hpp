@@ -8,6 +8,20 @@
 
 namespace vbagg {
 
+struct CountMoments;
+struct CountMomentsGradient;
+
+// A bag whose unit effect it shares with its unit's other bags (one per period, MODEL.md 4g): the
+// unit's term couples them (shared_unit_effect_score), so the objective takes such bags in two
+// passes. In the first the count term writes the bag's mean and rho into *record; in the second it
+// passes *given back as its derivatives with respect to them. Both return 0: the objective counts
+// the unit's value once.
+struct SharedUnitPass {
+  CountMoments* record = nullptr;
+  const CountMomentsGradient* given = nullptr;
+  bool active() const { return record || given; }
+};
+
 // Which draws of f the sampled expectation (MODEL.md 4e ii) uses: standard normals that are a pure
 // function of (seed, step, bag, index) (counter_rng.hpp), so results depend on neither threads nor
 // batch order, and every optimiser step sees fresh draws.
@@ -59,6 +73,7 @@ struct BagPosterior {
   // the count's likelihood exactly (count likelihoods only).
   bool has_unit_effect = false;
   double unit_log_sd = 0;
+  SharedUnitPass shared_unit;
   DrawKey draws;  // with the sampled expectation
 };
 

@@ -94,6 +94,11 @@ Dataset make_dataset(const Matrix& inputs, const Vector& population, const std::
   return d;
 }
 
+std::string unit_of_bag(const std::string& bag_id) {
+  const size_t at = bag_id.rfind('@');
+  return at == std::string::npos ? bag_id : bag_id.substr(0, at);
+}
+
 Dataset subset_bags(const Dataset& data, const std::vector<Index>& bags) {
   Dataset s;
   s.input_names = data.input_names;

@@ -52,6 +52,10 @@ struct Dataset {
   void validate() const;
 };
 
+// The unit a bag observes: a bag of one period of a unit is named <unit>@<period>
+// (io::build_dataset), so the unit is the id before the last '@'; any other id is its own unit.
+std::string unit_of_bag(const std::string& bag_id);
+
 // Builds a dataset whose bags are given by a bag index per pixel (pixels need not be sorted).
 Dataset make_dataset(const Matrix& inputs, const Vector& population, const std::vector<Index>& bag_of_pixel,
                      const Vector& response);

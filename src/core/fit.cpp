@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <random>
 
 #include "inducing.hpp"
@@ -212,26 +213,65 @@ class ConvergenceTest {
   std::vector<double> history_;
 };
 
-// Reorders an epoch's shuffled bags so every stretch of it holds each source in proportion: the
-// k-th of a source's n_s bags goes to position (k + 1/2) / n_s of the epoch. Every minibatch then
+// The training bags as the groups a minibatch keeps whole: with a unit effect shared by a unit's
+// periods (ModelSpec::unit_effect_shared), each unit's bags, since the unit's term couples them;
+// otherwise every bag on its own. Groups in order of their first bag.
+std::vector<std::vector<Index>> minibatch_groups(const ModelSpec& spec, const Dataset& table,
+                                                 const std::vector<Index>& train) {
+  std::vector<std::vector<Index>> groups;
+  std::map<std::pair<int, std::string>, size_t> index;
+  for (Index a : train) {
+    const int s = table.source_of(a);
+    if (!spec.unit_effect_shared || !spec.source(s).unit_effect) {
+      groups.push_back({a});
+      continue;
+    }
+    const auto [it, added] = index.emplace(std::make_pair(s, unit_of_bag(table.bag_id(a))), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(a);
+  }
+  return groups;
+}
+
+// A unit's term needs all its bags in one process: a data-parallel run whose processes split a
+// unit's periods (io::build_dataset keeps them together) is refused on every process at once.
+void check_units_whole(const ModelSpec& spec, const std::vector<Index>& train, const FitOptions& o) {
+  if (!o.shard || !spec.unit_effect_shared) return;
+  std::string split;
+  for (const auto& g : minibatch_groups(spec, o.shard->summary, train)) {
+    Index here = 0;
+    for (Index a : g) here += o.shard->local[static_cast<size_t>(a)] >= 0 ? 1 : 0;
+    if (here > 0 && here < static_cast<Index>(g.size()) && split.empty())
+      split = unit_of_bag(o.shard->summary.bag_id(g[0]));
+  }
+  if (o.shard->processes->any(!split.empty()))
+    throw DataError("the periods of unit " + (split.empty() ? std::string("(on another process)") : "'" + split + "'") +
+                    " are held by more than one process, but its unit effect is shared by its periods (set "
+                    "model.unit_effect_scope: period for one effect per unit and period)");
+}
+
+// Reorders an epoch's shuffled groups so every stretch of it holds each source in proportion: the
+// k-th of a source's n_s groups goes to position (k + 1/2) / n_s of the epoch. Every minibatch then
 // mixes the sources (a small source is not left to a few batches), and the epoch still visits
 // every bag once, so the scaled minibatch ELBO stays unbiased.
-void interleave_sources(std::vector<Index>& order, const Dataset& data) {
+void interleave_sources(std::vector<std::vector<Index>>& order, const Dataset& data) {
   std::vector<Index> count;
-  for (Index a : order) {
-    const auto s = static_cast<size_t>(data.source_of(a));
+  for (const auto& g : order) {
+    const auto s = static_cast<size_t>(data.source_of(g[0]));
     if (s >= count.size()) count.resize(s + 1, 0);
     ++count[s];
   }
   if (count.size() < 2) return;
-  std::vector<std::pair<double, Index>> keyed;
+  std::vector<std::pair<double, size_t>> keyed;
   std::vector<Index> seen(count.size(), 0);
-  for (Index a : order) {
-    const auto s = static_cast<size_t>(data.source_of(a));
-    keyed.push_back({(static_cast<double>(seen[s]++) + 0.5) / static_cast<double>(count[s]), a});
+  for (size_t k = 0; k < order.size(); ++k) {
+    const auto s = static_cast<size_t>(data.source_of(order[k][0]));
+    keyed.push_back({(static_cast<double>(seen[s]++) + 0.5) / static_cast<double>(count[s]), k});
   }
   std::stable_sort(keyed.begin(), keyed.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
-  for (size_t k = 0; k < order.size(); ++k) order[k] = keyed[k].second;
+  std::vector<std::vector<Index>> sorted;
+  for (const auto& [key, k] : keyed) sorted.push_back(std::move(order[k]));
+  order = std::move(sorted);
 }
 
 // The factor on the step sizes in this epoch of `epochs` (FitOptions::schedule).
@@ -266,8 +306,11 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
                    const FitOptions& o, const ParamSlice& frozen) {
   const auto t0 = Clock::now();
   std::mt19937_64 rng(o.seed);
-  const Index n = static_cast<Index>(train.size());
-  const Index batch = std::max<Index>(1, std::min(o.batch_bags, n));
+  // A minibatch is whole groups (minibatch_groups) of at least batch_bags bags; the ELBO estimate
+  // scales by groups, so it stays unbiased when groups differ in size.
+  std::vector<std::vector<Index>> order = minibatch_groups(model.spec, bag_table(data, o), train);
+  const Index n = static_cast<Index>(order.size());
+  const Index batch = std::max<Index>(1, std::min(o.batch_bags, static_cast<Index>(train.size())));
   ObjectiveOptions obj = objective_options(o);
   // natgrad: q(v) moves by natural-gradient steps and Adam only moves the parameters after q's,
   // which come first in Model::pack.
@@ -289,7 +332,6 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   const int hold = natural && from_prior && o.epochs >= 10 * kNatgradHoldEpochs ? kNatgradHoldEpochs : 0;
   FitResult res;
   ConvergenceTest convergence(o.tolerance);
-  std::vector<Index> order = train;
   Vector last_good = theta;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     // Fisher-Yates with the project's own RNG draws, identical on every standard library.
@@ -299,8 +341,11 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
     const double decay = schedule_factor(o.schedule, epoch, o.epochs);
     double sum = 0;
     int batches = 0;
-    for (Index start = 0; start < n; start += batch) {
-      const std::vector<Index> bags(order.begin() + start, order.begin() + std::min(n, start + batch));
+    for (Index start = 0; start < n;) {
+      std::vector<Index> bags;
+      Index groups = 0;
+      for (; start < n && static_cast<Index>(bags.size()) < batch; ++start, ++groups)
+        bags.insert(bags.end(), order[start].begin(), order[start].end());
       const std::vector<Index> mine = held_here(bags, o);
       Vector g;
       ObjectiveValue v;
@@ -310,7 +355,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         bool ok = true;
         try {
           obj.draw_step = static_cast<unsigned long long>(step);  // fresh draws every step (and retry)
-          v = elbo(model, data, mine, static_cast<double>(n) / static_cast<double>(bags.size()), &g, obj);
+          v = elbo(model, data, mine, static_cast<double>(n) / static_cast<double>(groups), &g, obj);
           ok = finite(v, g) && !(v.elbo < -kDivergence * first_magnitude);
         } catch (const NumericalError&) {
           ok = false;
@@ -515,6 +560,7 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.shard && options.shard->summary.num_bags() != options.shard->num_bags())
     throw DataError("the shard's summary does not list every bag");
   attach_unit_effects(model, bag_table(data, options), train);
+  check_units_whole(model.spec, train, options);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
     return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
                                            : fit_adam(model, data, train, tracker, o, frozen);

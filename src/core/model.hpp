@@ -103,6 +103,10 @@ struct ModelSpec {
   // A random effect u_a ~ N(0, sigma_u^2) on the log rate of every unit (MODEL.md 4g), with a
   // variational q(u_a) per training unit and sigma_u learned. Count likelihoods only.
   bool unit_effect = false;
+  // With bags of several periods (ids <unit>@<period>, unit_of_bag): one effect per unit, shared by
+  // its periods' bags, instead of one per bag. A unit's bags then enter the ELBO as one term
+  // (shared_unit_effect_score), so minibatches hold whole units. Not with the sampled expectation.
+  bool unit_effect_shared = false;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
   // The first source's name (empty for a model of one source) and the further sources.

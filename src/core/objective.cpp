@@ -3,8 +3,10 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <map>
 
 #include "likelihood.hpp"
+#include "likelihoods/count.hpp"
 #include "linalg.hpp"
 #include "param_layout.hpp"
 #include "shard.hpp"
@@ -177,7 +179,8 @@ class BlockProducts : public NystromProducts {
 // acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
 // recomputed otherwise, so memory stays bounded whatever the bag size.
 void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
-                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, Workspace& ws, Accumulator& acc) {
+                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, const SharedUnitPass& shared,
+                 Workspace& ws, Accumulator& acc) {
   const BagNeeds needs = src.needs;
   const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing(), Mq = model.num_q();
   // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
@@ -244,6 +247,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   }
   bag.has_unit_effect = src.spec.unit_effect;
   bag.unit_log_sd = src.unit_log_sd;
+  bag.shared_unit = shared;
   bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(data.global_bag_of(a)),
                model.spec.samples};
   BagGradient g;
@@ -316,6 +320,32 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
                       model.spec.learn_inducing ? &acc.g_inducing : nullptr);
   }
 }
+
+// The listed bags whose unit effect is shared by their unit's periods, by unit: positions into
+// `bags`, units in order of first appearance.
+std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                                              bool joint) {
+  std::vector<std::vector<size_t>> units;
+  if (!model.spec.unit_effect_shared) return units;
+  std::map<std::pair<int, std::string>, size_t> index;
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const int s = joint ? data.source_of(bags[k]) : 0;
+    if (!model.spec.source(s).unit_effect) continue;
+    const auto [it, added] = index.emplace(std::make_pair(s, unit_of_bag(data.bag_id(bags[k]))), units.size());
+    if (added) units.emplace_back();
+    units[it->second].push_back(k);
+  }
+  return units;
+}
+
+// One unit's term over its bags' moments (shared_unit_effect_score): its value, the derivatives
+// with respect to each bag's moments, its likelihood parameters and log sigma_u.
+struct UnitTerm {
+  double value = 0;
+  std::vector<CountMomentsGradient> d;
+  Vector g_params;
+  double g_log_sd = 0;
+};
 
 // From one task's accumulated gradients with respect to (alpha, Q, B) of its posterior to (m_v,
 // L_v), its intercept and mixing weights, and dL/dLinv (the unscaled, shared L^{-1}) and dL/dk_q(x,x)
@@ -528,23 +558,69 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // Slots are taken dynamically in order: a slot's bags and its accumulator do not depend on which
   // thread runs it, and the largest bags start first, so minibatches of a few bags of very
   // different sizes stay balanced.
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (int s = 0; s < slots; ++s) {
-    if (failure) continue;  // the bags cannot be evaluated: only the reduction is left
-    try {
-      Workspace& ws = workspaces[omp_get_thread_num()];
-      for (size_t k = 0; k < bags.size(); ++k) {
-        if (slot_of[k] != s) continue;
-        const SourceTerm& src = sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
-        process_bag(model, *src.post, data, bags[k], scale, src, with_grad, options, ws,
-                    acc[static_cast<size_t>(s * tasks + src.spec.task)]);
-      }
-    } catch (...) {
-      errors[s] = std::current_exception();
+  // Bags sharing their unit's effect take two passes around their unit's term: their moments
+  // first, then the way back from the unit term's derivatives (SharedUnitPass).
+  const std::vector<std::vector<size_t>> units = shared_units(model, data, bags, joint);
+  std::vector<int> unit_of(bags.size(), -1);
+  std::vector<size_t> place(bags.size(), 0);  // the bag's place among its unit's
+  for (size_t u = 0; u < units.size(); ++u)
+    for (size_t j = 0; j < units[u].size(); ++j) {
+      unit_of[units[u][j]] = static_cast<int>(u);
+      place[units[u][j]] = j;
     }
+  std::vector<CountMoments> unit_moments(units.empty() ? 0 : bags.size());
+  std::vector<UnitTerm> unit_terms(units.size());
+  auto source_of = [&](size_t k) -> const SourceTerm& {
+    return sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
+  };
+  // pass 0: every bag, the shared ones' moments only; pass 1: the shared ones' way back.
+  auto run_slots = [&](int pass) {
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int s = 0; s < slots; ++s) {
+      if (failure) continue;  // the bags cannot be evaluated: only the reduction is left
+      try {
+        Workspace& ws = workspaces[omp_get_thread_num()];
+        for (size_t k = 0; k < bags.size(); ++k) {
+          if (slot_of[k] != s || (pass == 1 && unit_of[k] < 0)) continue;
+          SharedUnitPass shared;
+          if (unit_of[k] >= 0 && pass == 0) shared.record = &unit_moments[k];
+          if (unit_of[k] >= 0 && pass == 1) shared.given = &unit_terms[static_cast<size_t>(unit_of[k])].d[place[k]];
+          const SourceTerm& src = source_of(k);
+          process_bag(model, *src.post, data, bags[k], scale, src, with_grad && !shared.record, options, shared, ws,
+                      acc[static_cast<size_t>(s * tasks + src.spec.task)]);
+        }
+      } catch (...) {
+        errors[s] = std::current_exception();
+      }
+    }
+    for (auto& e : errors)
+      if (e && !failure) failure = e;
+  };
+  run_slots(0);
+  if (!units.empty() && !failure) {
+    std::vector<std::exception_ptr> unit_errors(units.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (size_t u = 0; u < units.size(); ++u) {
+      try {
+        const SourceTerm& src = source_of(units[u][0]);
+        std::vector<double> y;
+        std::vector<CountMoments> mo;
+        for (size_t k : units[u]) {
+          y.push_back(data.response[bags[k]]);
+          mo.push_back(unit_moments[k]);
+        }
+        UnitTerm& t = unit_terms[u];
+        t.value = shared_unit_effect_score(dynamic_cast<const CountLikelihood&>(likelihood_of(src.spec.likelihood)), y,
+                                           mo, *src.params, src.unit_log_sd, with_grad ? &t.d : nullptr,
+                                           with_grad ? &t.g_params : nullptr, with_grad ? &t.g_log_sd : nullptr);
+      } catch (...) {
+        unit_errors[u] = std::current_exception();
+      }
+    }
+    for (auto& e : unit_errors)
+      if (e && !failure) failure = e;
+    if (with_grad && !failure) run_slots(1);
   }
-  for (auto& e : errors)
-    if (e && !failure) failure = e;
   // One process raises its error at once; in a data-parallel run every process first learns
   // whether any failed, in the reduction below, so that all of them leave the step together.
   if (failure && processes.size() == 1) std::rethrow_exception(failure);
@@ -558,6 +634,16 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
           acc[static_cast<size_t>(d)].add_columns(acc[static_cast<size_t>(s * tasks + d)], j, w);
     });
 
+  // The unit terms, in unit order, into their task's sums.
+  for (size_t u = 0; u < units.size() && !failure; ++u) {
+    const SourceTerm& src = source_of(units[u][0]);
+    Accumulator& a = acc[static_cast<size_t>(src.spec.task)];
+    const UnitTerm& t = unit_terms[u];
+    a.value += t.value;
+    if (!with_grad) continue;
+    a.g_unit[src.unit_offset] += scale * t.g_log_sd;
+    if (t.g_params.size()) a.g_likelihood.segment(src.likelihood_offset, t.g_params.size()) += scale * t.g_params;
+  }
   ObjectiveValue out;
   for (Index d = 0; d < tasks; ++d) out.data_term += acc[static_cast<size_t>(d)].value;
   out.jitter_used = posts[0].jitter_used;

@@ -68,6 +68,7 @@ Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o)
 }  // namespace vbagg
 
 #include <algorithm>
+#include <map>
 #include <unordered_set>
 
 #include "dataset.hpp"
@@ -147,8 +148,49 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
   return out;
 }
 
+// A unit effect shared by a unit's periods: each listed bag's effect given the counts of every
+// fitted bag of its unit in the data (so a held-out period of a training unit borrows its unit's
+// other periods), or the prior for a unit with none.
+std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dataset& data,
+                                                   const std::vector<Index>& bags, int threads) {
+  std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
+  std::map<std::string, std::vector<Index>> evidence;  // unit -> its fitted bags in the data
+  for (Index a : bags) evidence.emplace(unit_of_bag(data.bag_id(a)), std::vector<Index>());
+  const std::unordered_set<std::string> trained(model.unit_effect.units.begin(), model.unit_effect.units.end());
+  std::vector<Index> fitted;
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    const std::string id = data.bag_id(a);
+    const auto it = evidence.find(unit_of_bag(id));
+    if (it == evidence.end() || !trained.count(id)) continue;
+    it->second.push_back(a);
+    fitted.push_back(a);
+  }
+  if (fitted.empty()) return out;
+  const Vector totals = field_totals(model, data, fitted, threads);
+  std::map<Index, double> total_of;
+  for (size_t k = 0; k < fitted.size(); ++k) total_of[fitted[k]] = totals[static_cast<Index>(k)];
+  const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
+  std::map<std::string, UnitEffectMoments> posterior;
+  for (const auto& [unit, own] : evidence) {
+    if (own.empty()) continue;
+    std::vector<double> y, t;
+    for (Index a : own) {
+      y.push_back(data.response[a]);
+      t.push_back(total_of[a]);
+    }
+    posterior[unit] = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd);
+  }
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const auto it = posterior.find(unit_of_bag(data.bag_id(bags[k])));
+    if (it != posterior.end()) out[k] = it->second;
+  }
+  return out;
+}
+
 std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const Dataset& data,
                                                        const std::vector<Index>& bags, int threads, bool fitted_units) {
+  if (model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units)
+    return shared_unit_effects(model, data, bags, threads);
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
   // the latent pass.
@@ -160,7 +202,9 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
                          bool fitted_units) {
   Vector totals = field_totals(model, data, bags, threads);
   const std::vector<UnitEffectMoments> units =
-      unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
+      model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units
+          ? shared_unit_effects(model, data, bags, threads)
+          : unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
   for (size_t k = 0; k < bags.size(); ++k)
     totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
   return totals;

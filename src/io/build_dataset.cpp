@@ -143,8 +143,10 @@ std::vector<bool> own_units(const UnitsRead& units, const Grid& grid, const Coll
   std::vector<bool> mine(units.units.size(), true);
   if (processes.size() == 1) return mine;
   std::vector<Index> size;
+  // By geometry alone, not whether this period's count is usable, so that every period of a
+  // space-time build shares the units out alike.
   for (const Unit& u : units.units)
-    size.push_back(u.geometry && u.problems.empty() ? static_cast<Index>(envelope_pixels(*u.geometry, grid)) : 0);
+    size.push_back(u.geometry ? static_cast<Index>(envelope_pixels(*u.geometry, grid)) : 0);
   const std::vector<int> owner = assign_bags(size, processes.size(), &load);
   for (size_t u = 0; u < mine.size(); ++u) mine[u] = owner[u] == processes.rank();
   return mine;
@@ -591,7 +593,6 @@ void add_time_inputs(const TimeAxis& time, const std::vector<Index>& period_pixe
 BuiltData build_periods(const DataConfig& config, const std::string& base_dir, const Collective& processes) {
   check_time_config(config);
   BuiltData out = empty_build(config, base_dir);
-  std::vector<Index> load;
   std::vector<Dataset> parts;
   std::vector<Index> period_pixels;
   Covariates first;
@@ -599,6 +600,9 @@ BuiltData build_periods(const DataConfig& config, const std::string& base_dir, c
     BuiltData part;
     part.grid = out.grid;
     part.grid_path = out.grid_path;
+    // Each period is shared out afresh, by the units' geometries alone (own_units): a unit's
+    // periods land on one process, as a unit effect shared by its periods needs.
+    std::vector<Index> load;
     Covariates covs = gather_source(period_config(config, i), base_dir, processes, load, part);
     if (i == 0)
       first = std::move(covs);

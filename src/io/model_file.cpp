@@ -36,6 +36,7 @@ void emit_source_parameters(YAML::Emitter& out, const Model& view) {
   if (view.spec.unit_effect) {
     out << YAML::Key << "unit_effect" << YAML::Value << YAML::BeginMap;
     out << YAML::Key << "log_sd" << YAML::Value << view.unit_effect.log_sd;
+    if (view.spec.unit_effect_shared) out << YAML::Key << "shared" << YAML::Value << true;
     out << YAML::Key << "units" << YAML::Value;
     emit_strings(out, view.unit_effect.units);
     out << YAML::EndMap;
@@ -489,6 +490,7 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
       const YAML::Node ue = node["unit_effect"];
       m.unit_effect_of(s).log_sd = r.get<double>(ue, "log_sd", w + "unit_effect.");
       m.unit_effect_of(s).units = r.strings(ue, "units", w + "unit_effect.");
+      if (s == 0) m.spec.unit_effect_shared = ue["shared"] && r.get<bool>(ue, "shared", w + "unit_effect.");
     }
   }
   m.jitter = r.get<double>(mn, "jitter", "model.");

@@ -23,6 +23,15 @@ double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const 
   const LinkFunction& link = link_of(spec.link);
   CountMoments mo;
   link.count_moments(spec, bag, mo);
+  if (bag.shared_unit.record) {
+    bag.shared_unit.record->mean = mo.mean;
+    bag.shared_unit.record->rho = mo.rho;
+    return 0.0;
+  }
+  if (bag.shared_unit.given) {
+    if (grad) link.count_moments_backward(spec, bag, mo, *bag.shared_unit.given, *grad);
+    return 0.0;
+  }
   CountMomentsGradient d;
   Vector g_params;
   double g_log_sd = 0;

@@ -69,6 +69,20 @@ double unit_effect_log_pmf(const CountLikelihood& lik, double y, double total, c
 UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, double total, const Vector& params,
                                         double log_sd);
 
+// A unit effect shared by a unit's bags (one per period; MODEL.md 4g): the unit's term is
+// E_q[log int prod_j p(y_j | e^u mu_j) N(u; -sigma^2/2, sigma^2) du], with each log mu_j Normal
+// with its bag's delta-method moments, independent across the bags. The derivatives with respect
+// to each bag's moments into (*d)[j], as unit_effect_score gives them for one bag, which it equals
+// for a unit of one bag.
+double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<double>& y,
+                                const std::vector<CountMoments>& mo, const Vector& params, double log_sd,
+                                std::vector<CountMomentsGradient>* d, Vector* g_params, double* g_log_sd);
+
+// Mean and variance of a unit's shared effect given the counts y_j of its bags and their expected
+// totals without the effect.
+UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const std::vector<double>& y,
+                                               const std::vector<double>& totals, const Vector& params, double log_sd);
+
 // One Poisson draw. A non-finite mean (a broken model) is a NumericalError rather than the
 // endless loop of std::poisson_distribution; beyond 10^12 the normal approximation is exact to
 // the count's precision.

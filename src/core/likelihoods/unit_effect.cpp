@@ -17,6 +17,12 @@
 // integrand with its curvature (accurate for large counts, where the integrand is narrow, and for
 // small ones). log mu_a is taken as Normal with the delta method's moments and integrated by a
 // second Gauss-Hermite rule, as the negative binomial does with log(r + mu).
+//
+// With periods, one effect may be shared by a unit's bags (one per period): the unit's term is then
+// E_q[log int prod_j p(y_j | e^{t_j + u}) N(u) du], one integral over u of all its periods' counts, so
+// a unit that reports high every month is explained once. The log rates t_j are independent Normals
+// with their bags' delta-method moments; their expectation is taken dimension by dimension
+// (shared_unit_effect_score), and one bag is the rule above.
 #include <cmath>
 #include <limits>
 
@@ -30,16 +36,42 @@ namespace {
 
 const int kOuterNodes = 10;  // over log mu
 const int kInnerNodes = 16;  // over u
+// Over each period's log mu in a unit's term: a unit term takes 1 + nodes x periods mixtures, each
+// over all its periods, and a bag total's log-variance is small (many pixels), where 6 nodes are
+// exact to 1e-9 for the smooth mixture.
+const int kSharedOuterNodes = 6;
 
-// Mode of h(u) = k(t + u) - u^2 / (2 sigma^2) (k = the likelihood's log pmf kernel, concave in its
-// argument), by Newton's method safeguarded with the bracket that the sign of h' gives; the
+// The counts of one unit's bags and their log rates t_j: the effect u is added to every t_j.
+struct Rates {
+  const double* y;
+  const double* t;
+  Index n;
+};
+
+// sum_j k(y_j, t_j + u) with its first two derivatives in u.
+double log_kernel_sum(const CountLikelihood& lik, const Rates& r, const Vector& params, double u, double* d1,
+                      double* d2) {
+  double value = 0, g = 0, h = 0;
+  for (Index j = 0; j < r.n; ++j) {
+    double a = 0, b = 0;
+    value += lik.log_pmf_kernel(r.y[j], r.t[j] + u, params, &a, &b, nullptr);
+    g += a;
+    h += b;
+  }
+  *d1 = g;
+  *d2 = h;
+  return value;
+}
+
+// Mode of h(u) = sum_j k(t_j + u) - u^2 / (2 sigma^2) (k = the likelihood's log pmf kernel, concave
+// in its argument), by Newton's method safeguarded with the bracket that the sign of h' gives; the
 // curvature -h'' at the mode into *curvature.
-double mode_of(const CountLikelihood& lik, double y, double t, const Vector& params, double sigma2, double u,
+double mode_of(const CountLikelihood& lik, const Rates& r, const Vector& params, double sigma2, double u,
                double* curvature) {
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   double d1 = 0, d2 = 0;
   for (int it = 0; it < 200; ++it) {
-    lik.log_pmf_kernel(y, t + u, params, &d1, &d2, nullptr);
+    log_kernel_sum(lik, r, params, u, &d1, &d2);
     const double g = d1 - u / sigma2, c = -d2 + 1 / sigma2;
     if (g > 0)
       lo = u;
@@ -53,92 +85,76 @@ double mode_of(const CountLikelihood& lik, double y, double t, const Vector& par
     }
     u = next;
   }
-  lik.log_pmf_kernel(y, t + u, params, &d1, &d2, nullptr);
+  log_kernel_sum(lik, r, params, u, &d1, &d2);
   *curvature = -d2 + 1 / sigma2;
   return u;
 }
 
 struct MixtureAtRate {
-  double value = 0;  // log int exp(k(t + u)) N(u; 0, sigma^2) du
-  double d1 = 0;     // d/dt
-  double d2 = 0;     // d^2/dt^2
+  double value = 0;  // log int exp(sum_j k(t_j + u)) N(u; 0, sigma^2) du
+  Vector d1;         // d/dt_j
+  Vector d2;         // d^2/dt_j^2
   double d_log_sd = 0;
   Vector dparams;
   double mode = 0;
   double u_mean = 0, u_var = 0;  // moments of u under the normalised integrand: u's conditional
 };
 
-// The mixture over u at one log rate t (without the pmf's constant part).
-MixtureAtRate mixture_at(const CountLikelihood& lik, double y, double t, const Vector& params, double log_sd,
-                         double start, bool with_params) {
+// The mixture over u at the log rates t (without the pmf's constant part).
+MixtureAtRate mixture_at(const CountLikelihood& lik, const Rates& r, const Vector& params, double log_sd, double start,
+                         bool with_params) {
   const double sigma2 = std::exp(2 * log_sd);
   double curvature = 0;
   MixtureAtRate out;
-  out.mode = mode_of(lik, y, t, params, sigma2, start, &curvature);
+  out.mode = mode_of(lik, r, params, sigma2, start, &curvature);
   const double tau = 1 / std::sqrt(curvature);
   const NormalQuadrature& q = normal_quadrature(kInnerNodes);
   const Index n = q.nodes.size();
-  Vector L(n), k1(n), k2(n), u(n);
+  Vector L(n), u(n);
+  Matrix k1(r.n, n), k2(r.n, n);
   std::vector<Vector> kp(with_params ? static_cast<size_t>(n) : 0);
-  for (Index j = 0; j < n; ++j) {
-    u[j] = out.mode + tau * q.nodes[j];
-    const double k =
-        lik.log_pmf_kernel(y, t + u[j], params, &k1[j], &k2[j], with_params ? &kp[static_cast<size_t>(j)] : nullptr);
-    L[j] = k - u[j] * u[j] / (2 * sigma2) + 0.5 * q.nodes[j] * q.nodes[j] + std::log(q.weights[j]);
+  for (Index i = 0; i < n; ++i) {
+    u[i] = out.mode + tau * q.nodes[i];
+    double k = 0;
+    Vector dp;
+    for (Index j = 0; j < r.n; ++j) {
+      k += lik.log_pmf_kernel(r.y[j], r.t[j] + u[i], params, &k1(j, i), &k2(j, i), with_params ? &dp : nullptr);
+      if (with_params) {
+        Vector& sum = kp[static_cast<size_t>(i)];
+        if (sum.size() == 0) sum = Vector::Zero(dp.size());
+        sum += dp;
+      }
+    }
+    L[i] = k - u[i] * u[i] / (2 * sigma2) + 0.5 * q.nodes[i] * q.nodes[i] + std::log(q.weights[i]);
   }
   Vector pi;
   out.value = log_sum_exp(L, q.weights, &pi) + std::log(tau) - log_sd;
-  out.d1 = pi.dot(k1);
-  out.d2 = pi.dot(k2) + pi.dot(k1.cwiseAbs2()) - out.d1 * out.d1;
+  out.d1 = k1 * pi;
+  out.d2 = k2 * pi + k1.cwiseAbs2() * pi - out.d1.cwiseAbs2();
   out.d_log_sd = pi.dot(u.cwiseAbs2()) / sigma2 - 1;
   out.u_mean = pi.dot(u);
   out.u_var = std::max(0.0, pi.dot(u.cwiseAbs2()) - out.u_mean * out.u_mean);
   if (with_params) {
     out.dparams = Vector::Zero(params.size());
-    for (Index j = 0; j < n; ++j)
-      if (pi[j] > 0) out.dparams += pi[j] * kp[static_cast<size_t>(j)];
+    for (Index i = 0; i < n; ++i)
+      if (pi[i] > 0 && kp[static_cast<size_t>(i)].size()) out.dparams += pi[i] * kp[static_cast<size_t>(i)];
   }
   return out;
+}
+
+MixtureAtRate mixture_at(const CountLikelihood& lik, double y, double t, const Vector& params, double log_sd,
+                         double start, bool with_params) {
+  return mixture_at(lik, Rates{&y, &t, 1}, params, log_sd, start, with_params);
 }
 
 }  // namespace
 
 double unit_effect_score(const CountLikelihood& lik, double y, const CountMoments& mo, const Vector& params,
                          double log_sd, CountMomentsGradient* d, Vector* g_params, double* g_log_sd) {
-  Vector dconst;
-  const double constant = lik.log_pmf_constant(y, params, g_params ? &dconst : nullptr);
-  if (!(mo.mean > 0)) {
-    // A bag of zero weight: p(y | 0) is 1 for y = 0 whatever u is.
-    if (d) *d = {};
-    if (g_params) *g_params = dconst;
-    if (g_log_sd) *g_log_sd = 0;
-    return y == 0 ? 0.0 : -std::numeric_limits<double>::infinity();
-  }
-  const double rho = std::max(mo.rho, 0.0), b = std::sqrt(rho);
-  // The effect's mean -sigma^2/2 moves the log rate; the rule below integrates u - its mean.
-  const double half_var = 0.5 * std::exp(2 * log_sd);
-  const double a = std::log(mo.mean) - 0.5 * rho - half_var;
-  const NormalQuadrature& q = normal_quadrature(b > 0 ? kOuterNodes : 1);
-  double value = 0, d_a = 0, d_b2 = 0, d_sd = 0;
-  Vector dp = Vector::Zero(params.size());
-  double start = 0;
-  for (Index k = 0; k < q.nodes.size(); ++k) {
-    const MixtureAtRate m = mixture_at(lik, y, a + b * q.nodes[k], params, log_sd, start, g_params != nullptr);
-    start = m.mode;
-    value += q.weights[k] * m.value;
-    d_a += q.weights[k] * m.d1;
-    d_b2 += q.weights[k] * 0.5 * m.d2;  // d/d b^2 by Stein's lemma
-    d_sd += q.weights[k] * m.d_log_sd;
-    if (g_params) dp += q.weights[k] * m.dparams;
-  }
-  if (d) {
-    d->elog = 0;
-    d->mean = d_a / mo.mean;
-    d->rho = -0.5 * d_a + d_b2;
-  }
-  if (g_params) *g_params = dconst + dp;
-  if (g_log_sd) *g_log_sd = d_sd - 2 * half_var * d_a;  // a depends on log sigma through -sigma^2/2
-  return constant + value;
+  std::vector<CountMomentsGradient> one;
+  const double value = shared_unit_effect_score(lik, {y}, {mo}, params, log_sd, d ? &one : nullptr, g_params, g_log_sd);
+  if (d) *d = one[0];
+  return value;
 }
 
 double unit_effect_mixture(const CountLikelihood& lik, double y, double log_total, const Vector& params, double log_sd,
@@ -147,9 +163,9 @@ double unit_effect_mixture(const CountLikelihood& lik, double y, double log_tota
   Vector dconst;
   const double constant = lik.log_pmf_constant(y, params, d_params ? &dconst : nullptr);
   const MixtureAtRate m = mixture_at(lik, y, log_total - half_var, params, log_sd, 0.0, d_params != nullptr);
-  if (d_log_total) *d_log_total = m.d1;
+  if (d_log_total) *d_log_total = m.d1[0];
   if (d_params) *d_params = dconst + m.dparams;
-  if (d_log_sd) *d_log_sd = m.d_log_sd - 2 * half_var * m.d1;
+  if (d_log_sd) *d_log_sd = m.d_log_sd - 2 * half_var * m.d1[0];
   return constant + m.value;
 }
 
@@ -165,6 +181,96 @@ UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, do
   const double var = std::exp(2 * log_sd);
   if (!(total > 0)) return {-0.5 * var, var};
   const MixtureAtRate m = mixture_at(lik, y, std::log(total) - 0.5 * var, params, log_sd, 0.0, false);
+  return {m.u_mean - 0.5 * var, m.u_var};
+}
+
+double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<double>& y,
+                                const std::vector<CountMoments>& mo, const Vector& params, double log_sd,
+                                std::vector<CountMomentsGradient>* d, Vector* g_params, double* g_log_sd) {
+  const size_t n = y.size();
+  double value = 0;
+  Vector dp = Vector::Zero(params.size());
+  if (d) d->assign(n, CountMomentsGradient{});
+  // The bags that enter the mixture; a bag of zero weight has p(y | 0) = 1 for y = 0 whatever u is.
+  std::vector<size_t> in;
+  for (size_t j = 0; j < n; ++j) {
+    Vector dconst;
+    value += lik.log_pmf_constant(y[j], params, g_params ? &dconst : nullptr);
+    if (g_params) dp += dconst;
+    if (mo[j].mean > 0)
+      in.push_back(j);
+    else if (y[j] != 0)
+      value = -std::numeric_limits<double>::infinity();
+  }
+  const Index J = static_cast<Index>(in.size());
+  if (J == 0 || !std::isfinite(value)) {
+    if (g_params) *g_params = dp;
+    if (g_log_sd) *g_log_sd = 0;
+    return value;
+  }
+  const double half_var = 0.5 * std::exp(2 * log_sd);
+  Vector ys(J), a(J), b(J);
+  for (Index j = 0; j < J; ++j) {
+    const CountMoments& m = mo[in[static_cast<size_t>(j)]];
+    const double rho = std::max(m.rho, 0.0);
+    ys[j] = y[in[static_cast<size_t>(j)]];
+    a[j] = std::log(m.mean) - 0.5 * rho - half_var;  // the effect's mean -sigma^2/2 moves every log rate
+    b[j] = std::sqrt(rho);
+  }
+  // E over independent log rates t_j ~ N(a_j, b_j^2) of the mixture G(t), dimension by dimension:
+  // G(a) + sum_j (E_j[G] - G(a)), E_j along t_j alone. Exact when G is a sum of functions of one
+  // t_j each, and to second order in the b_j otherwise (the cross terms have mean zero); one bag
+  // gives the one-dimensional rule of unit_effect_score.
+  const NormalQuadrature& q = normal_quadrature(J == 1 ? kOuterNodes : kSharedOuterNodes);
+  Vector t = a;
+  const MixtureAtRate centre = mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, 0.0, g_params != nullptr);
+  Index spread = 0;
+  for (Index j = 0; j < J; ++j) spread += b[j] > 0 ? 1 : 0;
+  const double w0 = 1.0 - static_cast<double>(spread);
+  double v = w0 * centre.value, d_sd = w0 * centre.d_log_sd;
+  Vector d_a = w0 * centre.d1, d_b2 = Vector::Zero(J);
+  if (g_params) dp += w0 * centre.dparams;
+  for (Index j = 0; j < J; ++j) {
+    if (!(b[j] > 0)) {
+      d_b2[j] = 0.5 * centre.d2[j];  // at b_j = 0, d E[G] / d b_j^2 = G''/2
+      continue;
+    }
+    for (Index k = 0; k < q.nodes.size(); ++k) {
+      t[j] = a[j] + b[j] * q.nodes[k];
+      const MixtureAtRate m =
+          mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, centre.mode, g_params != nullptr);
+      const double w = q.weights[k];
+      v += w * m.value;
+      d_a += w * m.d1;
+      d_b2[j] += w * m.d1[j] * q.nodes[k] / (2 * b[j]);  // the rule's own derivative in b_j^2
+      d_sd += w * m.d_log_sd;
+      if (g_params) dp += w * m.dparams;
+    }
+    t[j] = a[j];
+  }
+  if (d)
+    for (Index j = 0; j < J; ++j) {
+      CountMomentsGradient& g = (*d)[in[static_cast<size_t>(j)]];
+      g.mean = d_a[j] / mo[in[static_cast<size_t>(j)]].mean;
+      g.rho = -0.5 * d_a[j] + d_b2[j];
+    }
+  if (g_params) *g_params = dp;
+  if (g_log_sd) *g_log_sd = d_sd - 2 * half_var * d_a.sum();
+  return value + v;
+}
+
+UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const std::vector<double>& y,
+                                               const std::vector<double>& totals, const Vector& params, double log_sd) {
+  const double var = std::exp(2 * log_sd);
+  std::vector<double> ys, t;
+  for (size_t j = 0; j < y.size(); ++j)
+    if (totals[j] > 0) {
+      ys.push_back(y[j]);
+      t.push_back(std::log(totals[j]) - 0.5 * var);
+    }
+  if (ys.empty()) return {-0.5 * var, var};
+  const MixtureAtRate m =
+      mixture_at(lik, Rates{ys.data(), t.data(), static_cast<Index>(ys.size())}, params, log_sd, 0.0, false);
   return {m.u_mean - 0.5 * var, m.u_var};
 }
 

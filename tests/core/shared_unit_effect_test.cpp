@@ -1,0 +1,251 @@
+// A unit effect shared by a unit's periods (MODEL.md 4g, ModelSpec::unit_effect_shared): the
+// unit's term against the one-bag term, nested quadrature and finite differences; the ELBO's
+// gradient; and predictions that condition a unit's effect on all its fitted periods.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/likelihoods/count.hpp"
+#include "core/objective.hpp"
+#include "core/predict.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+const CountLikelihood& count_likelihood(LikelihoodKind k) {
+  return dynamic_cast<const CountLikelihood&>(likelihood_of(k));
+}
+
+Vector params_of(LikelihoodKind k) { return Vector::Constant(k == LikelihoodKind::poisson ? 0 : 1, std::log(6.0)); }
+
+CountMoments moments(double mean, double rho) {
+  CountMoments m;
+  m.mean = mean;
+  m.rho = rho;
+  return m;
+}
+
+// E[g(c + sd z)], z ~ N(0, 1), by the trapezoid rule on [-9, 9] (independent of the term's
+// Gauss-Hermite rules).
+template <class G>
+double normal_expectation(double c, double sd, G g, int n = 90) {
+  const double h = 18.0 / n;
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) {
+    const double z = -9 + k * h;
+    sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(-0.5 * z * z) * g(c + sd * z);
+  }
+  return sum * h / std::sqrt(2 * M_PI);
+}
+
+// log int prod_j p(y_j | e^{t_j + u}) N(u; -sigma^2/2, sigma^2) du by the trapezoid rule.
+double log_mixture(const CountLikelihood& lik, const std::vector<double>& y, const std::vector<double>& t,
+                   const Vector& params, double sigma) {
+  const int n = 3000;
+  const double lo = -10 * sigma - 0.5 * sigma * sigma, hi = 10 * sigma - 0.5 * sigma * sigma, h = (hi - lo) / n;
+  std::vector<double> v(n + 1);
+  double top = -INFINITY;
+  for (int k = 0; k <= n; ++k) {
+    const double u = lo + k * h, c = u + 0.5 * sigma * sigma;
+    double s = -c * c / (2 * sigma * sigma) - std::log(sigma * std::sqrt(2 * M_PI)), d1 = 0, d2 = 0;
+    for (size_t j = 0; j < y.size(); ++j)
+      s += lik.log_pmf_constant(y[j], params, nullptr) + lik.log_pmf_kernel(y[j], t[j] + u, params, &d1, &d2, nullptr);
+    top = std::max(top, v[k] = s);
+  }
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(v[k] - top);
+  return top + std::log(sum * h);
+}
+
+// Three periods of one unit, two with spread log rates: the term against the expectation of the
+// exact mixture over independent Normal log rates by nested trapezoid rules. The dimension-wise
+// rule misses only the rates' cross terms, so its error is small and falls with rho^2.
+TEST(SharedUnitEffect, TermMatchesNestedQuadratureOfTheUnit) {
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const CountLikelihood& lik = count_likelihood(k);
+    const Vector params = params_of(k);
+    const std::vector<double> y = {12, 30, 4}, mean = {15, 22, 6};
+    const double sigma = 0.5;
+    double errors[2];
+    for (int level = 0; level < 2; ++level) {
+      const double rho = level == 0 ? 0.08 : 0.04;
+      const std::vector<double> rhos = {rho, 1.5 * rho, 0.0};
+      std::vector<CountMoments> mo;
+      for (size_t j = 0; j < 3; ++j) mo.push_back(moments(mean[j], rhos[j]));
+      const double term = shared_unit_effect_score(lik, y, mo, params, std::log(sigma), nullptr, nullptr, nullptr);
+      // Each log mu_j ~ N(log mean_j - rho_j/2, rho_j); the rule's effect mean -sigma^2/2 is in the
+      // mixture.
+      auto centre = [&](size_t j) { return std::log(mean[j]) - 0.5 * rhos[j]; };
+      const double expected = normal_expectation(
+          centre(0), std::sqrt(rhos[0]),
+          [&](double t0) {
+            return normal_expectation(
+                centre(1), std::sqrt(rhos[1]),
+                [&](double t1) {
+                  return log_mixture(lik, y, {t0, t1, centre(2)}, params, sigma);
+                },
+                40);
+          },
+          40);
+      errors[level] = std::abs(term - expected);
+      EXPECT_LT(errors[level], 1e-3 * std::abs(expected)) << to_string(k) << " rho " << rho;
+    }
+    // Halving the spread cuts the error about four times (second order); 2.5 allows for the
+    // quadratures' own error.
+    EXPECT_LT(errors[1], errors[0] / 2.5) << to_string(k);
+  }
+}
+
+// Central differences of the unit's term in every bag's mean and rho, log sigma and log r.
+TEST(SharedUnitEffect, GradientsMatchFiniteDifferences) {
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const CountLikelihood& lik = count_likelihood(k);
+    const Vector params = params_of(k);
+    const std::vector<double> y = {3, 140, 0, 25};
+    std::vector<CountMoments> mo = {moments(5, 0.05), moments(90, 0.01), moments(0.8, 0.2), moments(30, 0.0)};
+    const double log_sd = -0.4;
+    std::vector<CountMomentsGradient> d;
+    Vector gp;
+    double gs = 0;
+    shared_unit_effect_score(lik, y, mo, params, log_sd, &d, &gp, &gs);
+    auto value = [&](const std::vector<CountMoments>& m, const Vector& p, double s) {
+      return shared_unit_effect_score(lik, y, m, p, s, nullptr, nullptr, nullptr);
+    };
+    const double h = 1e-5;
+    for (size_t j = 0; j < y.size(); ++j) {
+      auto up = mo, down = mo;
+      up[j].mean *= 1 + h;
+      down[j].mean *= 1 - h;
+      const double fd_mean = (value(up, params, log_sd) - value(down, params, log_sd)) / (2 * h * mo[j].mean);
+      EXPECT_NEAR(d[j].mean, fd_mean, 1e-6 * (1 + std::abs(fd_mean))) << to_string(k) << " bag " << j;
+      if (mo[j].rho > 0) {
+        up = mo;
+        down = mo;
+        up[j].rho += h * mo[j].rho;
+        down[j].rho -= h * mo[j].rho;
+        const double fd_rho = (value(up, params, log_sd) - value(down, params, log_sd)) / (2 * h * mo[j].rho);
+        EXPECT_NEAR(d[j].rho, fd_rho, 1e-5 * (1 + std::abs(fd_rho))) << to_string(k) << " bag " << j;
+      }
+    }
+    const double fd_sd = (value(mo, params, log_sd + h) - value(mo, params, log_sd - h)) / (2 * h);
+    EXPECT_NEAR(gs, fd_sd, 1e-6 * (1 + std::abs(fd_sd))) << to_string(k);
+    if (params.size()) {
+      const Vector pu = params.array() + h, pd = params.array() - h;
+      const double fd_r = (value(mo, pu, log_sd) - value(mo, pd, log_sd)) / (2 * h);
+      EXPECT_NEAR(gp[0], fd_r, 1e-6 * (1 + std::abs(fd_r)));
+    }
+  }
+}
+
+// Eight bags named as four units in two periods.
+Dataset two_period_data(LikelihoodKind lik) {
+  Dataset data = test::random_dataset(8, 4, 9, 2, lik, 31);
+  for (Index a = 0; a < 8; ++a)
+    data.bag_ids.push_back("d" + std::to_string(a % 4) + "@2020-0" + std::to_string(1 + a / 4));
+  return data;
+}
+
+Model shared_model(LikelihoodKind lik, CovarianceMode cov) {
+  ModelSpec spec = test::spec_of(lik, Link::exp, cov, Expectation::delta);
+  spec.unit_effect = true;
+  spec.unit_effect_shared = true;
+  return test::random_model(spec, make_kernel("rbf", "none", 2, 0), 5, 2, 17);
+}
+
+// The ELBO with units' periods sharing their effect: its gradient against fourth-order central
+// differences, for both likelihoods and covariance forms, on a minibatch of whole units.
+TEST(SharedUnitEffect, ElboGradientMatchesFiniteDifferences) {
+  for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
+    for (CovarianceMode cov : {CovarianceMode::nystrom, CovarianceMode::exact}) {
+      const Dataset data = two_period_data(lik);
+      const Model model = shared_model(lik, cov);
+      const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};
+      Vector g;
+      ObjectiveOptions opt;
+      opt.threads = 2;
+      elbo(model, data, bags, 1.5, &g, opt);
+      const Vector numeric = test::numeric_gradient(model, data, bags, 1.5, 1e-3, opt);
+      std::string worst;
+      EXPECT_LT(test::gradient_error(model, g, numeric, &worst), 1e-6) << to_string(lik) << " " << worst;
+    }
+}
+
+// Units of one bag each: sharing changes nothing. Units of two: the ELBO differs, and the same
+// for any order of the bags and any number of threads.
+TEST(SharedUnitEffect, ElboOfOneBagUnitsIsThePerBagElbo) {
+  Dataset data = two_period_data(LikelihoodKind::negative_binomial);
+  Model shared = shared_model(LikelihoodKind::negative_binomial, CovarianceMode::nystrom);
+  Model per_bag = shared;
+  per_bag.spec.unit_effect_shared = false;
+  const std::vector<Index> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  Vector g_shared, g_per_bag;
+  const double joint = elbo(shared, data, all, 1.0, &g_shared).elbo;
+  EXPECT_GT(std::abs(joint - elbo(per_bag, data, all, 1.0, nullptr).elbo), 1e-3);
+  ObjectiveOptions two;
+  two.threads = 2;
+  Vector g_other;
+  EXPECT_EQ(elbo(shared, data, {7, 3, 0, 4, 6, 2, 5, 1}, 1.0, &g_other, two).elbo, joint);
+  EXPECT_LT((g_other - g_shared).cwiseAbs().maxCoeff(), 1e-12 * (1 + g_shared.cwiseAbs().maxCoeff()));
+  for (Index a = 0; a < 8; ++a) data.bag_ids[static_cast<size_t>(a)] = "u" + std::to_string(a);
+  const ObjectiveValue one = elbo(shared, data, all, 1.0, &g_shared), two_v = elbo(per_bag, data, all, 1.0, &g_per_bag);
+  EXPECT_NEAR(one.elbo, two_v.elbo, 1e-12 * std::abs(two_v.elbo));
+  EXPECT_LT((g_shared - g_per_bag).cwiseAbs().maxCoeff(), 1e-10 * (1 + g_per_bag.cwiseAbs().maxCoeff()));
+}
+
+// A bag of a unit whose other period was fitted takes its effect given that period's count (the
+// unit's conditional, checked on a grid), not the prior; a unit with no fitted period the prior.
+TEST(SharedUnitEffect, HeldOutPeriodBorrowsItsUnit) {
+  const Dataset data = two_period_data(LikelihoodKind::poisson);
+  Model model = shared_model(LikelihoodKind::poisson, CovarianceMode::nystrom);
+  model.unit_effect.units = {"d0@2020-01", "d1@2020-01", "d1@2020-02"};  // d2, d3: never fitted
+  const std::vector<UnitEffectMoments> u = bag_unit_effects(model, data, {4, 5, 6}, 1);
+  Model plain = model;
+  plain.spec.unit_effect = false;
+  const double sigma = std::exp(model.unit_effect.log_sd);
+  EXPECT_DOUBLE_EQ(u[2].var, sigma * sigma);  // d2: the prior
+  EXPECT_DOUBLE_EQ(u[2].mean, -0.5 * sigma * sigma);
+  const CountLikelihood& lik = count_likelihood(LikelihoodKind::poisson);
+  for (const auto& [k, own] : std::vector<std::pair<size_t, std::vector<Index>>>{{0, {0}}, {1, {1, 5}}}) {
+    const Vector totals = predicted_bag_totals(plain, data, own, 1);
+    std::vector<double> y, t;
+    for (size_t j = 0; j < own.size(); ++j) {
+      y.push_back(data.response[own[j]]);
+      t.push_back(std::log(totals[static_cast<Index>(j)]));
+    }
+    // The conditional of u given the unit's fitted counts on a grid: its mean and variance.
+    const int n = 20000;
+    const double lo = -10 * sigma, hi = 10 * sigma, h = (hi - lo) / n;
+    double z = 0, m1 = 0, m2 = 0, top = -INFINITY;
+    std::vector<double> lp(n + 1);
+    double d1 = 0, d2 = 0;
+    for (int i = 0; i <= n; ++i) {
+      const double uu = lo + i * h, c = uu + 0.5 * sigma * sigma;
+      lp[i] = -c * c / (2 * sigma * sigma);
+      for (size_t j = 0; j < y.size(); ++j) lp[i] += lik.log_pmf_kernel(y[j], t[j] + uu, Vector(), &d1, &d2, nullptr);
+      top = std::max(top, lp[i]);
+    }
+    for (int i = 0; i <= n; ++i) {
+      const double w = std::exp(lp[i] - top), uu = lo + i * h;
+      z += w;
+      m1 += w * uu;
+      m2 += w * uu * uu;
+    }
+    const double mean = m1 / z, var = m2 / z - mean * mean;
+    EXPECT_NEAR(u[k].mean, mean, 1e-4 * std::sqrt(var)) << "unit d" << k;
+    EXPECT_NEAR(u[k].var, var, 1e-3 * var) << "unit d" << k;
+    EXPECT_LT(u[k].var, 0.9 * sigma * sigma);
+  }
+}
+
+// The sampled expectation takes one bag at a time: it cannot share a unit's effect.
+TEST(SharedUnitEffect, SampledExpectationIsRefused) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::sample);
+  spec.unit_effect = true;
+  spec.validate();
+  spec.unit_effect_shared = true;
+  EXPECT_THROW(spec.validate(), ConfigError);
+}
+
+}  // namespace
+}  // namespace vbagg
