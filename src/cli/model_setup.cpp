@@ -180,10 +180,11 @@ ModelSpec model_spec(const Settings& settings) {
   try {
     s.validate();
   } catch (const ConfigError& e) {
-    throw ConfigError((s.map_estimate
-                           ? std::string("model.kind nystrom: ")
-                           : std::string("model.likelihood / model.link / model.unit_effect / model.fixed_effects: ")) +
-                      e.what());
+    throw ConfigError(
+        (s.map_estimate ? std::string("model.kind nystrom: ")
+                        : std::string("model.likelihood / model.link / model.unit_effect / model.unit_effect_scope / "
+                                      "model.fixed_effects: ")) +
+        e.what());
   }
   for (const SourceChoice& src : sources) {
     const BagLikelihood& lik = likelihood_of(src.likelihood);

@@ -59,6 +59,29 @@ TEST_F(SpaceTime, TheModelKeepsItsPeriodsAndProductKernel) {
   EXPECT_NE(model.find("periods: [2019-01, 2019-02, 2019-03, 2019-04, 2019-05, 2019-06]"), std::string::npos);
   EXPECT_NE(model.find("fixed_variance: true"), std::string::npos);
   EXPECT_NE(model.find("U001@2019-06"), std::string::npos);  // its units are units in periods
+  EXPECT_NE(model.find("shared: true"), std::string::npos);  // a unit's months share its effect
+}
+
+// model.unit_effect_scope: period gives each unit-period its own effect; the sampled expectation
+// takes bags one at a time, so auto gives it that too, and an explicit unit is refused.
+TEST_F(SpaceTime, TheUnitEffectScopeIsAChoice) {
+  const std::string train = bin("vbagg-train") + " --config " + d() +
+                            "/data/seasonal.yaml -q --set data.time=2019-01..2019-03 --set train.epochs=3 "
+                            "--set model.inducing.count=10 --out " +
+                            d();
+  auto r = run(train + "/per_period --set model.unit_effect_scope=period");
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string model = read_text(d() + "/per_period/model.yaml");
+  EXPECT_NE(model.find("unit_effect:"), std::string::npos);
+  EXPECT_EQ(model.find("shared: true"), std::string::npos);
+  r = run(train + "/sampled --set model.expectation=sample --set train.optimizer=adam");
+  ASSERT_EQ(r.code, 0) << r.output;
+  model = read_text(d() + "/sampled/model.yaml");
+  EXPECT_NE(model.find("unit_effect:"), std::string::npos);
+  EXPECT_EQ(model.find("shared: true"), std::string::npos);
+  r = run(train + "/refused --set model.expectation=sample --set model.unit_effect_scope=unit");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model.unit_effect_scope"), std::string::npos) << r.output;
 }
 
 TEST_F(SpaceTime, MapsHaveABandPerPeriod) {

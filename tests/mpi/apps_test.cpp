@@ -128,6 +128,33 @@ TEST(Mpirun, SpaceTimeMapsAndSpansAreTheSameAsOneProcess) {
   EXPECT_GE(compared, 10);  // seven maps, three of the span, units.csv
 }
 
+// A space-time fit whose units' periods share their effect, by Adam on minibatches of whole
+// units: two processes give one process's model.
+TEST(Mpirun, SpaceTimeTrainingMatchesOneProcess) {
+  const fs::path dir = scratch("space_time_train");
+  const std::string data = (dir / "data").string();
+  ASSERT_EQ(0, test::run(test::bin("vbagg-simulate") + " --kind country --out " + data +
+                         " --size 30x24 --units 8 --months 4 --seed 3 -q")
+                   .code);
+  auto train = [&](const std::string& launcher, const std::string& out) {
+    return test::run(launcher + test::bin("vbagg-train") + " --config " + data + "/seasonal.yaml --out " +
+                     (dir / out).string() +
+                     " -q --threads 1 --set train.optimizer=adam --set train.epochs=6 --set train.batch_bags=10 "
+                     "--set model.inducing.count=16");
+  };
+  const test::RunResult one = train("", "one");
+  ASSERT_EQ(0, one.code) << one.output;
+  const test::RunResult two = train(mpirun(2), "two");
+  ASSERT_EQ(0, two.code) << two.output;
+  const io::ModelFile a = io::read_model_file((dir / "one/model.yaml").string());
+  const io::ModelFile b = io::read_model_file((dir / "two/model.yaml").string());
+  EXPECT_TRUE(a.model.spec.unit_effect_shared);
+  const Vector pa = a.model.pack(), pb = b.model.pack();
+  ASSERT_EQ(pa.size(), pb.size());
+  EXPECT_LT((pa - pb).cwiseAbs().maxCoeff() / pa.cwiseAbs().maxCoeff(), 1e-10);
+  EXPECT_NEAR(a.training.elbo, b.training.elbo, 1e-10 * std::abs(a.training.elbo));
+}
+
 // A process killed in the middle of training (as by the kernel's OOM killer) ends the job: no
 // hang, a non-zero exit, and no model.
 TEST(Mpirun, AProcessKilledAloneEndsTheJobWithoutAModel) {

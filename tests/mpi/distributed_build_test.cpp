@@ -175,6 +175,17 @@ TEST(DistributedBuild, PeriodsAreSharedLikeUnits) {
   }
   cli::processes().sum(held);
   EXPECT_EQ(held, Vector::Ones(24));
+  // A unit's periods are held by one process (a unit effect shared by its periods needs them
+  // together): here all three of its bags or none.
+  Vector split = Vector::Zero(8);
+  for (int k = 0; k < 8; ++k) {
+    int here = 0;
+    for (Index a = 0; a < d.num_bags(); ++a)
+      here += unit_of_bag(d.bag_ids[static_cast<size_t>(a)]) == "u" + std::to_string(k);
+    split[k] = here == 0 || here == 3 ? 0.0 : 1.0;
+  }
+  cli::processes().sum(split);
+  EXPECT_EQ(split, Vector::Zero(8));
 
   held.setZero();
   const io::BuiltData summary = io::build_dataset_in_batches(
