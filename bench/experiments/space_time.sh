@@ -10,14 +10,18 @@
 # Scored per month against that month's true intensity (pixel correlation, MSE relative to the
 # mean squared truth, calibration of 50-95 % intervals), and on the held-out months' counts.
 #   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3] [--space KERNEL]
-# --space sets model.kernel.space of every fit (default: each fit's own default).
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+#                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only]
+# --space sets model.kernel.space of every fit (default: each fit's own default); --scope sets
+# model.unit_effect_scope of the space-time fit (default: auto, one effect per unit); --set passes
+# a setting to the space-time fit (repeatable); --joint-only skips the fits per month.
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=$PWD/build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" units=60 size=100x75 noise=0.3 space=""
+seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0
+joint_set=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
@@ -25,6 +29,9 @@ while [ $# -gt 0 ]; do
     --size) size=$2; shift 2 ;;
     --noise) noise=$2; shift 2 ;;
     --space) space=$2; shift 2 ;;
+    --scope) scope=$2; shift 2 ;;
+    --set) joint_set+=(--set "$2"); shift 2 ;;
+    --joint-only) joint_only=1; shift ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -73,11 +80,17 @@ for seed in $seeds; do
   "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --size "$size" --units "$units" \
     --unit-noise "$noise" --months 24 -q
   start=$(date +%s.%N)
-  "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" \
-    --set data.time=2019-01..2020-12 --set train.holdout.fraction=0 --set train.holdout.periods=2020-10..2020-12
+  "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" "${joint_set[@]}" \
+    --set model.unit_effect_scope="$scope" --set data.time=2019-01..2020-12 --set train.holdout.fraction=0 --set train.holdout.periods=2020-10..2020-12
   joint_s=$(echo "$(date +%s.%N) - $start" | bc)
+  echo "seed $seed, space-time fit: $(grep -m1 -A1 'unit_effect:' "$d/joint/model.yaml" | tail -1 | tr -s ' ')" >&2
   independent_s=0
   for label in $seen $held; do
+    ms=$(truth_ms "$d/data/truth_intensity_$label.tif")
+    "$bin/vbagg-eval" --model "$d/joint/model.yaml" --set data.time="$label" --split all \
+      --truth "$d/data/truth_intensity_{period}.tif" --json "$d/joint_$label.json" -q >/dev/null
+    scores "$d/joint_$label.json" "$ms" >>"$d/joint_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
+    [ "$joint_only" = 1 ] && continue
     month_config "$d" "$label"
     last="$((${label:0:4} - 1))${label:4}"
     if [[ " $held " == *" $label "* ]]; then
@@ -89,15 +102,13 @@ for seed in $seeds; do
     start=$(date +%s.%N)
     "$bin/vbagg-train" --config "$d/data/month_$fit.yaml" --out "$d/month_$fit" -q --threads 2 "${kernel[@]}"
     independent_s=$(echo "$independent_s + $(date +%s.%N) - $start" | bc)
-    ms=$(truth_ms "$d/data/truth_intensity_$label.tif")
-    "$bin/vbagg-eval" --model "$d/joint/model.yaml" --set data.time="$label" --split all \
-      --truth "$d/data/truth_intensity_{period}.tif" --json "$d/joint_$label.json" -q >/dev/null
     "$bin/vbagg-eval" --model "$d/month_$fit/model.yaml" --config "$d/data/month_$label.yaml" --split all \
       --truth "$d/data/truth_intensity_$label.tif" --json "$d/month_$label.json" -q >/dev/null
-    scores "$d/joint_$label.json" "$ms" >>"$d/joint_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
     scores "$d/month_$label.json" "$ms" >>"$d/month_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
   done
-  for fit in joint month; do
+  fits="joint"
+  [ "$joint_only" = 1 ] || fits="joint month"
+  for fit in $fits; do
     for part in seen held; do
       read -r corr mse cal cov c50 c95 nll < <(column_means <"$d/${fit}_$part.txt")
       seconds=$([ $fit = joint ] && echo "$joint_s" || echo "$independent_s")
