@@ -52,22 +52,27 @@ fi
 if want space_time; then
   [ -f "$work/seasonal/seasonal.yaml" ] ||
     build/apps/vbagg-simulate --kind country --out "$work/seasonal" --months 24 --seed 1 -q
-  echo "| periods | bags | pixels | one-epoch run s | s per epoch | peak RSS MiB |"
-  echo "|---|---|---|---|---|---|"
+  echo "| periods | unit effect | bags | pixels | one-epoch run s | s per epoch | peak RSS MiB |"
+  echo "|---|---|---|---|---|---|---|"
   for months in 1 3 6 12 24; do
-    last=$(printf "%04d-%02d" $((2019 + (months - 1) / 12)) $(((months - 1) % 12 + 1)))
-    out="$work/seasonal_fit_$months"
-    fit=(build/apps/vbagg-train --config "$work/seasonal/seasonal.yaml" --out "$out" --threads "$threads"
-      --set data.time=2019-01..$last --set train.optimizer=natgrad --set model.inducing.count=200
-      --set train.holdout.fraction=0 --set model.kernel.time=seasonal+trend)
-    one=$( { /usr/bin/time -f "wall %e" "${fit[@]}" --set train.epochs=1; } 2>&1 )
-    log=$( { /usr/bin/time -f "peak %M" "${fit[@]}" --set train.epochs=10; } 2>&1 )
-    counts=$(echo "$log" | sed -n 's/^info \([0-9]*\) units, \([0-9]*\) pixels.*/\1 \2/p' | head -1)
-    # history.csv's seconds count from each stage's start: the median rise between epochs.
-    per_epoch=$(awk -F, 'NR > 2 && $5 > s { print $5 - s } { s = $5 }' "$out/history.csv" | sort -g |
-      awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
-    printf "| %s | %s | %s | %s | %s | %.0f |\n" "$months" "${counts% *}" "${counts#* }" \
-      "$(echo "$one" | sed -n 's/^wall //p')" "$per_epoch" "$(echo "$(echo "$log" | sed -n 's/^peak //p') / 1024" | bc -l)"
+    for scope in unit period; do
+      # One period has one bag per unit: the two scopes are the same model.
+      [ "$months" = 1 ] && [ "$scope" = period ] && continue
+      last=$(printf "%04d-%02d" $((2019 + (months - 1) / 12)) $(((months - 1) % 12 + 1)))
+      out="$work/seasonal_fit_${months}_$scope"
+      fit=(build/apps/vbagg-train --config "$work/seasonal/seasonal.yaml" --out "$out" --threads "$threads"
+        --set data.time=2019-01..$last --set train.optimizer=natgrad --set model.inducing.count=200
+        --set train.holdout.fraction=0 --set model.kernel.time=seasonal+trend --set model.unit_effect_scope=$scope)
+      one=$( { /usr/bin/time -f "wall %e" "${fit[@]}" --set train.epochs=1; } 2>&1 )
+      log=$( { /usr/bin/time -f "peak %M" "${fit[@]}" --set train.epochs=10; } 2>&1 )
+      counts=$(echo "$log" | sed -n 's/^info \([0-9]*\) units, \([0-9]*\) pixels.*/\1 \2/p' | head -1)
+      # history.csv's seconds count from each stage's start: the median rise between epochs.
+      per_epoch=$(awk -F, 'NR > 2 && $5 > s { print $5 - s } { s = $5 }' "$out/history.csv" | sort -g |
+        awk '{ v[NR] = $1 } END { printf "%.2f", v[int((NR + 1) / 2)] }')
+      printf "| %s | %s | %s | %s | %s | %s | %.0f |\n" "$months" "$([ "$months" = 1 ] && echo "either" || echo "per $scope")" \
+        "${counts% *}" "${counts#* }" "$(echo "$one" | sed -n 's/^wall //p')" "$per_epoch" \
+        "$(echo "$(echo "$log" | sed -n 's/^peak //p') / 1024" | bc -l)"
+    done
   done
 fi
 

@@ -161,11 +161,18 @@ ModelSpec model_spec(const Settings& settings) {
   s.tasks = task_names(sources);
   s.task = task_index(s.tasks, sources[0].task);
   s = complete_source(s, c);
-  // A unit's periods share its effect unless asked otherwise, or the expectation takes bags one at
-  // a time (ModelSpec::unit_effect_shared).
-  s.unit_effect_shared =
-      s.unit_effect && settings.periods &&
-      (c.unit_effect_scope == "unit" || (c.unit_effect_scope == "auto" && s.expectation != Expectation::sample));
+  // auto: a unit's periods share its effect wherever the model defines that
+  // (ModelSpec::unit_effect_shared), else each unit-period has its own.
+  ModelSpec shared = s;
+  shared.unit_effect_shared = true;
+  bool defined = true;
+  try {
+    shared.validate();
+  } catch (const ConfigError&) {
+    defined = false;
+  }
+  s.unit_effect_shared = s.unit_effect && settings.periods &&
+                         (c.unit_effect_scope == "unit" || (c.unit_effect_scope == "auto" && defined));
   if (sources.size() > 1) {
     s.source_name = sources[0].name;
     for (size_t i = 1; i < sources.size(); ++i) {

@@ -17,14 +17,17 @@ struct CountMoments {
   double elog = 0;  // E[log mu_a]: the Jensen lower bound, or the second-order delta method
   double rho = 0;   // Var[mu_a] / E[mu_a]^2 by the delta method; 0 with the bound
   // Intermediate values of the forward pass, kept for the backward pass.
-  Vector r, soft, h, u, n, Cu;
+  Vector r, soft, h, u, n, Cu;  // h = T r (exp link, delta method, nystrom form): rho = sum_i d_i r_i^2 + |h|^2
   Matrix G;
   double half_var = 0;
 };
 
-// d l_a / d(mean, elog, rho).
+// d l_a / d(mean, elog, rho), and d l_a / d h when a term couples the bag with others through h
+// (a unit effect shared by a unit's periods; the exp link's delta method in nystrom form; empty:
+// none).
 struct CountMomentsGradient {
   double mean = 0, elog = 0, rho = 0;
+  Vector h;
 };
 
 class LinkFunction {

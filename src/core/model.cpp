@@ -148,10 +148,12 @@ void validate_source(const ModelSpec& spec) {
     throw ConfigError(
         "a unit effect is integrated with the second-order moments of the log rate (or over draws of "
         "it): with the exp link it needs expectation 'delta' or 'sample'");
-  if (spec.unit_effect && spec.unit_effect_shared && spec.expectation == Expectation::sample)
+  if (spec.unit_effect && spec.unit_effect_shared &&
+      (spec.expectation != Expectation::delta || spec.link != Link::exp || spec.covariance != CovarianceMode::nystrom))
     throw ConfigError(
-        "a unit effect shared by a unit's periods is integrated with the delta method's moments of each period's "
-        "log rate: it needs expectation 'delta', not 'sample' (or an effect per unit and period)");
+        "a unit effect shared by a unit's periods is integrated over the joint delta-method moments of its periods' "
+        "log rates: it needs the exp link, expectation 'delta' and covariance 'nystrom' (or an effect per unit and "
+        "period)");
 }
 
 // The shared latent fields' own rules: every task is observed by a source whose link it shares,

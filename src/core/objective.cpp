@@ -335,6 +335,10 @@ std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset&
     if (added) units.emplace_back();
     units[it->second].push_back(k);
   }
+  // A unit's bags in the order of the whole data: its term does not depend on how they were listed.
+  for (auto& u : units)
+    std::sort(u.begin(), u.end(),
+              [&](size_t x, size_t y) { return data.global_bag_of(bags[x]) < data.global_bag_of(bags[y]); });
   return units;
 }
 

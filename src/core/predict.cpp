@@ -150,9 +150,10 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
 
 // A unit effect shared by a unit's periods: each listed bag's effect given the counts of every
 // fitted bag of its unit in the data (so a held-out period of a training unit borrows its unit's
-// other periods), or the prior for a unit with none.
+// other periods), or the prior for a unit with none. `leave_own_out` leaves each bag's own count
+// out of its condition, for the density of that count.
 std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dataset& data,
-                                                   const std::vector<Index>& bags, int threads) {
+                                                   const std::vector<Index>& bags, int threads, bool leave_own_out) {
   std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
   std::map<std::string, std::vector<Index>> evidence;  // unit -> its fitted bags in the data
   for (Index a : bags) evidence.emplace(unit_of_bag(data.bag_id(a)), std::vector<Index>());
@@ -170,19 +171,23 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
   std::map<Index, double> total_of;
   for (size_t k = 0; k < fitted.size(); ++k) total_of[fitted[k]] = totals[static_cast<Index>(k)];
   const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
-  std::map<std::string, UnitEffectMoments> posterior;
-  for (const auto& [unit, own] : evidence) {
-    if (own.empty()) continue;
+  // The effect given the unit's fitted bags but `left_out` (-1: none); the prior when none is left.
+  auto posterior_of = [&](const std::vector<Index>& own, Index left_out) {
     std::vector<double> y, t;
-    for (Index a : own) {
-      y.push_back(data.response[a]);
-      t.push_back(total_of[a]);
-    }
-    posterior[unit] = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd);
-  }
+    for (Index a : own)
+      if (a != left_out) {
+        y.push_back(data.response[a]);
+        t.push_back(total_of[a]);
+      }
+    return y.empty() ? unit_effect_prior(model)
+                     : shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd);
+  };
+  std::map<std::string, UnitEffectMoments> posterior;
+  if (!leave_own_out)
+    for (const auto& [unit, own] : evidence) posterior[unit] = posterior_of(own, -1);
   for (size_t k = 0; k < bags.size(); ++k) {
-    const auto it = posterior.find(unit_of_bag(data.bag_id(bags[k])));
-    if (it != posterior.end()) out[k] = it->second;
+    const std::string unit = unit_of_bag(data.bag_id(bags[k]));
+    out[k] = leave_own_out ? posterior_of(evidence[unit], bags[k]) : posterior[unit];
   }
   return out;
 }
@@ -190,7 +195,7 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
 std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const Dataset& data,
                                                        const std::vector<Index>& bags, int threads, bool fitted_units) {
   if (model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units)
-    return shared_unit_effects(model, data, bags, threads);
+    return shared_unit_effects(model, data, bags, threads, false);
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
   // the latent pass.
@@ -203,7 +208,7 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
   Vector totals = field_totals(model, data, bags, threads);
   const std::vector<UnitEffectMoments> units =
       model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units
-          ? shared_unit_effects(model, data, bags, threads)
+          ? shared_unit_effects(model, data, bags, threads, false)
           : unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
   for (size_t k = 0; k < bags.size(); ++k)
     totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
@@ -216,15 +221,19 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
   Vector w, m, v;
   bag_latents(model, data, bags, threads, X, w, m, v);
   // The density of a count must not condition on that count: every unit's effect comes from the
-  // prior here, training units' too.
-  const UnitEffectMoments prior = unit_effect_prior(model);
+  // prior here, training units' too; an effect shared by a unit's periods, given its other fitted
+  // periods.
+  const std::vector<UnitEffectMoments> units =
+      model.spec.unit_effect && model.spec.unit_effect_shared
+          ? shared_unit_effects(model, data, bags, threads, true)
+          : std::vector<UnitEffectMoments>(bags.size(), unit_effect_prior(model));
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   double nll = 0;
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index a = bags[k], n = data.bag_size(a);
     nll += lik.predictive_nll(model, {data.response[a], data.trials_of(a)}, w.segment(pos, n), m.segment(pos, n),
-                              v.segment(pos, n), prior);
+                              v.segment(pos, n), units[k]);
     pos += n;
   }
   return nll;

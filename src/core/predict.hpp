@@ -53,7 +53,8 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
 // Mean predictive NLL of the listed bags' observations: Poisson NLL of y given yhat (poisson),
 // Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential).
 // A unit effect enters as the mixture of the count model over its prior (also for training units:
-// the density of a count does not condition on it).
+// the density of a count does not condition on it); an effect shared by a unit's periods over its
+// distribution given the unit's other fitted periods.
 double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
 
 }  // namespace vbagg

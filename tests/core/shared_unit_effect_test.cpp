@@ -3,6 +3,7 @@
 // gradient; and predictions that condition a unit's effect on all its fitted periods.
 #include <gtest/gtest.h>
 
+#include <Eigen/Cholesky>
 #include <cmath>
 
 #include "core/likelihoods/count.hpp"
@@ -97,13 +98,55 @@ TEST(SharedUnitEffect, TermMatchesNestedQuadratureOfTheUnit) {
   }
 }
 
-// Central differences of the unit's term in every bag's mean and rho, log sigma and log r.
+// Two months whose log rates are correlated 0.95 through the field (h_1 . h_2), as a unit's months
+// are: the term against nested trapezoid rules over the pair's joint Normal, and far from the
+// value independent months would give.
+TEST(SharedUnitEffect, CorrelatedMonthsMatchNestedQuadrature) {
+  const CountLikelihood& lik = count_likelihood(LikelihoodKind::poisson);
+  const Vector params = params_of(LikelihoodKind::poisson);
+  const std::vector<double> y = {900, 1400}, mean = {1000, 1200};
+  const double sigma = 0.4;
+  Vector h1(2), h2(2);
+  h1 << 0.28, 0.05;
+  h2 << 0.30, -0.02;
+  std::vector<CountMoments> mo = {moments(mean[0], h1.squaredNorm() + 0.002),
+                                  moments(mean[1], h2.squaredNorm() + 0.003)};
+  mo[0].h = h1;
+  mo[1].h = h2;
+  const double term = shared_unit_effect_score(lik, y, mo, params, std::log(sigma), nullptr, nullptr, nullptr);
+  Matrix S(2, 2);
+  S << mo[0].rho, h1.dot(h2), h1.dot(h2), mo[1].rho;
+  const Matrix L = S.llt().matrixL();
+  const double a0 = std::log(mean[0]) - 0.5 * mo[0].rho, a1 = std::log(mean[1]) - 0.5 * mo[1].rho;
+  const double expected = normal_expectation(
+      0.0, 1.0,
+      [&](double z0) {
+        return normal_expectation(
+            0.0, 1.0,
+            [&](double z1) {
+              return log_mixture(lik, y, {a0 + L(0, 0) * z0, a1 + L(1, 0) * z0 + L(1, 1) * z1}, params, sigma);
+            },
+            40);
+      },
+      60);
+  EXPECT_NEAR(term, expected, 1e-4 * std::abs(expected));
+  std::vector<CountMoments> independent = mo;
+  independent[0].h.resize(0);
+  independent[1].h.resize(0);
+  EXPECT_GT(term - shared_unit_effect_score(lik, y, independent, params, std::log(sigma), nullptr, nullptr, nullptr),
+            10.0);
+}
+
+// Central differences of the unit's term in every bag's mean, rho and h, log sigma and log r.
 TEST(SharedUnitEffect, GradientsMatchFiniteDifferences) {
   for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
     const CountLikelihood& lik = count_likelihood(k);
     const Vector params = params_of(k);
     const std::vector<double> y = {3, 140, 0, 25};
     std::vector<CountMoments> mo = {moments(5, 0.05), moments(90, 0.01), moments(0.8, 0.2), moments(30, 0.0)};
+    // The first three share field uncertainty (rho_j >= |h_j|^2).
+    const double hs[3][2] = {{0.15, 0.1}, {0.08, -0.05}, {0.3, 0.2}};
+    for (int j = 0; j < 3; ++j) mo[static_cast<size_t>(j)].h = Eigen::Vector2d(hs[j][0], hs[j][1]);
     const double log_sd = -0.4;
     std::vector<CountMomentsGradient> d;
     Vector gp;
@@ -128,6 +171,15 @@ TEST(SharedUnitEffect, GradientsMatchFiniteDifferences) {
         EXPECT_NEAR(d[j].rho, fd_rho, 1e-5 * (1 + std::abs(fd_rho))) << to_string(k) << " bag " << j;
       }
     }
+    for (size_t j = 0; j < 3; ++j)
+      for (Index i = 0; i < 2; ++i) {
+        auto up = mo, down = mo;
+        up[j].h[i] += h;
+        down[j].h[i] -= h;
+        const double fd_h = (value(up, params, log_sd) - value(down, params, log_sd)) / (2 * h);
+        ASSERT_EQ(d[j].h.size(), 2);
+        EXPECT_NEAR(d[j].h[i], fd_h, 1e-6 * (1 + std::abs(fd_h))) << to_string(k) << " bag " << j << " h" << i;
+      }
     const double fd_sd = (value(mo, params, log_sd + h) - value(mo, params, log_sd - h)) / (2 * h);
     EXPECT_NEAR(gs, fd_sd, 1e-6 * (1 + std::abs(fd_sd))) << to_string(k);
     if (params.size()) {
@@ -154,10 +206,11 @@ Model shared_model(LikelihoodKind lik, CovarianceMode cov) {
 }
 
 // The ELBO with units' periods sharing their effect: its gradient against fourth-order central
-// differences, for both likelihoods and covariance forms, on a minibatch of whole units.
+// differences, for both likelihoods, on a minibatch of whole units: through each bag's moments
+// and the months' covariances h_j . h_k.
 TEST(SharedUnitEffect, ElboGradientMatchesFiniteDifferences) {
   for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
-    for (CovarianceMode cov : {CovarianceMode::nystrom, CovarianceMode::exact}) {
+    for (CovarianceMode cov : {CovarianceMode::nystrom}) {
       const Dataset data = two_period_data(lik);
       const Model model = shared_model(lik, cov);
       const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};
@@ -238,13 +291,31 @@ TEST(SharedUnitEffect, HeldOutPeriodBorrowsItsUnit) {
   }
 }
 
-// The sampled expectation takes one bag at a time: it cannot share a unit's effect.
-TEST(SharedUnitEffect, SampledExpectationIsRefused) {
-  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::sample);
-  spec.unit_effect = true;
-  spec.validate();
-  spec.unit_effect_shared = true;
-  EXPECT_THROW(spec.validate(), ConfigError);
+// The density of a count conditions its unit's shared effect on the unit's other fitted periods,
+// never on the count itself.
+TEST(SharedUnitEffect, CountDensityLeavesItsOwnCountOut) {
+  const Dataset data = two_period_data(LikelihoodKind::poisson);
+  Model both = shared_model(LikelihoodKind::poisson, CovarianceMode::nystrom);
+  both.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
+  Model other = both, none = both;
+  other.unit_effect.units = {"d1@2020-01"};
+  none.unit_effect.units.clear();
+  const double with_both = bag_predictive_nll(both, data, {5}, 1);
+  EXPECT_DOUBLE_EQ(with_both, bag_predictive_nll(other, data, {5}, 1));
+  EXPECT_GT(std::abs(with_both - bag_predictive_nll(none, data, {5}, 1)), 1e-3);
+}
+
+// The shared effect needs the months' joint delta-method moments: the sampled expectation (one
+// bag at a time) and the exact covariance (no h) are refused.
+TEST(SharedUnitEffect, OtherExpectationsAreRefused) {
+  for (auto [cov, ex] : {std::pair{CovarianceMode::nystrom, Expectation::sample},
+                         std::pair{CovarianceMode::exact, Expectation::delta}}) {
+    ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, cov, ex);
+    spec.unit_effect = true;
+    spec.validate();
+    spec.unit_effect_shared = true;
+    EXPECT_THROW(spec.validate(), ConfigError);
+  }
 }
 
 }  // namespace

@@ -26,6 +26,7 @@ double CountLikelihood::term(const ModelSpec& spec, const Vector& params, const 
   if (bag.shared_unit.record) {
     bag.shared_unit.record->mean = mo.mean;
     bag.shared_unit.record->rho = mo.rho;
+    bag.shared_unit.record->h = mo.h;
     return 0.0;
   }
   if (bag.shared_unit.given) {

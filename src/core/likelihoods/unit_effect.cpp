@@ -27,6 +27,7 @@
 #include <limits>
 
 #include "core/gauss_hermite.hpp"
+#include "core/linalg.hpp"
 #include "core/log_sum_exp.hpp"
 #include "count.hpp"
 
@@ -36,9 +37,8 @@ namespace {
 
 const int kOuterNodes = 10;  // over log mu
 const int kInnerNodes = 16;  // over u
-// Over each period's log mu in a unit's term: a unit term takes 1 + nodes x periods mixtures, each
-// over all its periods, and a bag total's log-variance is small (many pixels), where 6 nodes are
-// exact to 1e-9 for the smooth mixture.
+// Over each direction of a unit's log rates in its term: a unit term takes 1 + nodes x periods
+// mixtures, each over all its periods.
 const int kSharedOuterNodes = 6;
 
 // The counts of one unit's bags and their log rates t_j: the effect u is added to every t_j.
@@ -209,50 +209,71 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
     return value;
   }
   const double half_var = 0.5 * std::exp(2 * log_sd);
-  Vector ys(J), a(J), b(J);
+  const auto bag = [&](Index j) -> const CountMoments& { return mo[in[static_cast<size_t>(j)]]; };
+  // The log rates t ~ N(a, S): S_jj = rho_j, and S_jk = h_j . h_k between bags whose field
+  // uncertainty is shared (the same inducing values move every month of a unit: the months'
+  // rates are strongly correlated, and a common shift of all of them is what the unit's effect
+  // absorbs). Independent months would charge the field's uncertainty to each month in full.
+  Vector ys(J), a(J);
+  Matrix S = Matrix::Zero(J, J);
   for (Index j = 0; j < J; ++j) {
-    const CountMoments& m = mo[in[static_cast<size_t>(j)]];
-    const double rho = std::max(m.rho, 0.0);
+    const double rho = std::max(bag(j).rho, 0.0);
     ys[j] = y[in[static_cast<size_t>(j)]];
-    a[j] = std::log(m.mean) - 0.5 * rho - half_var;  // the effect's mean -sigma^2/2 moves every log rate
-    b[j] = std::sqrt(rho);
+    a[j] = std::log(bag(j).mean) - 0.5 * rho - half_var;  // the effect's mean -sigma^2/2 moves every log rate
+    S(j, j) = rho;
+    for (Index k = 0; k < j; ++k)
+      if (bag(j).h.size() && bag(k).h.size()) S(j, k) = S(k, j) = bag(j).h.dot(bag(k).h);
   }
-  // E over independent log rates t_j ~ N(a_j, b_j^2) of the mixture G(t), dimension by dimension:
-  // G(a) + sum_j (E_j[G] - G(a)), E_j along t_j alone. Exact when G is a sum of functions of one
-  // t_j each, and to second order in the b_j otherwise (the cross terms have mean zero); one bag
-  // gives the one-dimensional rule of unit_effect_score.
+  // E over t of the mixture G(t) along the columns of a factor L (S = L L^T, t = a + L z, z ~ N(0, I)):
+  // G(a) + sum_c (E_c[G] - G(a)), E_c along z_c alone. Exact when G is a sum of functions of one z_c
+  // each, and to second order otherwise (the cross terms have mean zero); one bag gives a
+  // one-dimensional Gauss-Hermite rule.
   const NormalQuadrature& q = normal_quadrature(J == 1 ? kOuterNodes : kSharedOuterNodes);
-  Vector t = a;
-  const MixtureAtRate centre = mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, 0.0, g_params != nullptr);
-  Index spread = 0;
-  for (Index j = 0; j < J; ++j) spread += b[j] > 0 ? 1 : 0;
-  const double w0 = 1.0 - static_cast<double>(spread);
-  double v = w0 * centre.value, d_sd = w0 * centre.d_log_sd;
-  Vector d_a = w0 * centre.d1, d_b2 = Vector::Zero(J);
-  if (g_params) dp += w0 * centre.dparams;
-  for (Index j = 0; j < J; ++j) {
-    if (!(b[j] > 0)) {
-      d_b2[j] = 0.5 * centre.d2[j];  // at b_j = 0, d E[G] / d b_j^2 = G''/2
-      continue;
+  const Rates at_mean{ys.data(), a.data(), J};
+  const MixtureAtRate centre = mixture_at(lik, at_mean, params, log_sd, 0.0, g_params != nullptr);
+  double v = centre.value, d_sd = centre.d_log_sd;
+  Vector d_a = centre.d1;
+  if (g_params) dp += centre.dparams;
+  Matrix dS = Matrix::Zero(J, J);
+  if (S.diagonal().maxCoeff() > 0) {
+    double jitter = 1e-12 * S.diagonal().maxCoeff();
+    const Matrix L = jittered_cholesky(S, jitter, 1e-6 * S.diagonal().maxCoeff());
+    Matrix dL = Matrix::Zero(J, J);
+    Vector t(J);
+    for (Index c = 0; c < J; ++c) {
+      if (!(L.col(c).tail(J - c).cwiseAbs().maxCoeff() > 0)) continue;
+      v -= centre.value;
+      d_sd -= centre.d_log_sd;
+      d_a -= centre.d1;
+      if (g_params) dp -= centre.dparams;
+      for (Index k = 0; k < q.nodes.size(); ++k) {
+        t = a + L.col(c) * q.nodes[k];
+        const MixtureAtRate m =
+            mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, centre.mode, g_params != nullptr);
+        const double w = q.weights[k];
+        v += w * m.value;
+        d_a += w * m.d1;
+        d_sd += w * m.d_log_sd;
+        if (g_params) dp += w * m.dparams;
+        dL.col(c).tail(J - c) += (w * q.nodes[k]) * m.d1.tail(J - c);  // the rule's own derivative in L
+      }
     }
-    for (Index k = 0; k < q.nodes.size(); ++k) {
-      t[j] = a[j] + b[j] * q.nodes[k];
-      const MixtureAtRate m =
-          mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, centre.mode, g_params != nullptr);
-      const double w = q.weights[k];
-      v += w * m.value;
-      d_a += w * m.d1;
-      d_b2[j] += w * m.d1[j] * q.nodes[k] / (2 * b[j]);  // the rule's own derivative in b_j^2
-      d_sd += w * m.d_log_sd;
-      if (g_params) dp += w * m.dparams;
-    }
-    t[j] = a[j];
+    if (d) dS = cholesky_backward(L, L.triangularView<Eigen::Lower>().solve(Matrix::Identity(J, J)), dL);
+  } else {
+    // At S = 0, d E[G] / d S_jj = G_jj / 2.
+    dS.diagonal() = 0.5 * centre.d2;
   }
   if (d)
     for (Index j = 0; j < J; ++j) {
       CountMomentsGradient& g = (*d)[in[static_cast<size_t>(j)]];
-      g.mean = d_a[j] / mo[in[static_cast<size_t>(j)]].mean;
-      g.rho = -0.5 * d_a[j] + d_b2[j];
+      g.mean = d_a[j] / bag(j).mean;
+      g.rho = -0.5 * d_a[j] + dS(j, j);
+      // S_jk = h_j . h_k for k != j: dS is symmetric and each pair appears twice.
+      if (J > 1 && bag(j).h.size()) {
+        g.h = Vector::Zero(bag(j).h.size());
+        for (Index k = 0; k < J; ++k)
+          if (k != j && bag(k).h.size()) g.h += 2.0 * dS(j, k) * bag(k).h;
+      }
     }
   if (g_params) *g_params = dp;
   if (g_log_sd) *g_log_sd = d_sd - 2 * half_var * d_a.sum();

@@ -69,18 +69,21 @@ class ExpLink final : public LinkFunction {
     const double d_log_mean = d.elog + d.mean * o.mean;
     const double d_rho = d.rho - 0.5 * d.elog;
     // rho as a function of r, then r = softmax(z), z_i = log w_i + m_i + s2_i/2.
-    const Vector g_r = spec.covariance == CovarianceMode::exact
-                           ? Vector(2.0 * o.Cu)
-                           : Vector(2.0 * b.d->cwiseProduct(o.r) + 2.0 * b.t->transpose_times(o.h));
+    // With an incoming d l / d h (h = T r), the factor on T is 2 d_rho h + d l / d h.
+    const bool exact = spec.covariance == CovarianceMode::exact;
+    const Vector gh = exact ? Vector() : d.h.size() ? Vector(2.0 * d_rho * o.h + d.h) : Vector(2.0 * d_rho * o.h);
+    // d l / d r, then r = softmax(z), z_i = log w_i + m_i + s2_i/2.
+    const Vector g_r =
+        exact ? Vector(2.0 * d_rho * o.Cu) : Vector(2.0 * d_rho * b.d->cwiseProduct(o.r) + b.t->transpose_times(gh));
     const double c = g_r.dot(o.r);
-    const Vector dz = d_log_mean * o.r + d_rho * o.r.cwiseProduct((g_r.array() - c).matrix());
+    const Vector dz = d_log_mean * o.r + o.r.cwiseProduct((g_r.array() - c).matrix());
     g.gm = dz;
     g.gs2 = 0.5 * dz;
-    if (spec.covariance == CovarianceMode::exact) {
+    if (exact) {
       g.gC = d_rho * o.r * o.r.transpose();
     } else {
       g.gd = d_rho * o.r.array().square().matrix();
-      g.gT_factors.push_back({2.0 * d_rho * o.h, o.r});
+      g.gT_factors.push_back({gh, o.r});
     }
   }
 };
