@@ -280,8 +280,9 @@ std::vector<Param> make_params() {
        "With data.time, what one unit effect covers: unit (one effect per unit, shared by all its periods: a "
        "district that reports high every month, integrated out of the unit's months jointly, and a held-out month "
        "of a training unit borrows its other months' effect) or period (one effect per unit and period, "
-       "independent from month to month). auto: unit, except under model.expectation sample, which integrates "
-       "one bag at a time (period). Without data.time every unit has one bag and both are the same."},
+       "independent from month to month). unit needs the exp link, model.expectation delta and model.covariance "
+       "nystrom; auto is unit there and period elsewhere. Without data.time every unit has one bag and both are "
+       "the same."},
       {"model.covariance",
        T::choice,
        "nystrom",
@@ -380,7 +381,14 @@ std::vector<Param> make_params() {
        10000000,
        "Staged fits (negative_binomial, model.unit_effect): epochs of the first stage, which only has to bring the "
        "map off the prior before the noise model is learned; a long one fits the map to noise."},
-      {"train.batch_bags", T::integer, "16", {}, 1, 10000000, "Bags per minibatch of Adam and natural-gradient steps."},
+      {"train.batch_bags",
+       T::integer,
+       "16",
+       {},
+       1,
+       10000000,
+       "Bags per minibatch of Adam and natural-gradient steps. With a unit effect shared by a unit's periods "
+       "(model.unit_effect_scope) a minibatch holds whole units: as many as make at least this many bags."},
       {"train.tolerance",
        T::real,
        "1e-5",

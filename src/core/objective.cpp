@@ -559,9 +559,6 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   const std::vector<int> slot_of = assign_bags(pixels, slots);
   std::vector<std::exception_ptr> errors(slots);
   std::vector<Workspace> workspaces(threads);
-  // Slots are taken dynamically in order: a slot's bags and its accumulator do not depend on which
-  // thread runs it, and the largest bags start first, so minibatches of a few bags of very
-  // different sizes stay balanced.
   // Bags sharing their unit's effect take two passes around their unit's term: their moments
   // first, then the way back from the unit term's derivatives (SharedUnitPass).
   const std::vector<std::vector<size_t>> units = shared_units(model, data, bags, joint);
@@ -577,7 +574,10 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   auto source_of = [&](size_t k) -> const SourceTerm& {
     return sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
   };
-  // pass 0: every bag, the shared ones' moments only; pass 1: the shared ones' way back.
+  // pass 0: every bag, the shared ones' moments only; pass 1: the shared ones' way back. Slots are
+  // taken dynamically in order: a slot's bags and its accumulator do not depend on which thread
+  // runs it, and the largest bags start first, so minibatches of a few bags of very different
+  // sizes stay balanced.
   auto run_slots = [&](int pass) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int s = 0; s < slots; ++s) {
