@@ -250,6 +250,29 @@ void check_units_whole(const ModelSpec& spec, const std::vector<Index>& train, c
                     "model.unit_effect_scope: period for one effect per unit and period)");
 }
 
+// UnitEffect::posterior of the fitted model: each training unit's shared effect given all its
+// training periods. A unit's bags are held by one process (check_units_whole), which fills its
+// entry; the sum over the processes copies it to all.
+void record_unit_posteriors(Model& model, const Dataset& data, const std::vector<Index>& train, const FitOptions& o) {
+  model.unit_effect.posterior.clear();
+  if (!model.spec.unit_effect || !model.spec.unit_effect_shared) return;
+  const Dataset& table = bag_table(data, o);
+  std::map<std::string, Index> index;
+  for (Index a : train) index.emplace(unit_of_bag(table.bag_id(a)), 0);
+  Index next = 0;
+  for (auto& [unit, k] : index) k = next++;
+  const std::vector<Index> mine = held_here(train, o);
+  const std::vector<UnitEffectMoments> effects = bag_unit_effects(model, data, mine, o.threads);
+  Matrix moments = Matrix::Zero(3, next);  // mean, var, held
+  for (size_t k = 0; k < mine.size(); ++k) {
+    const Index u = index[unit_of_bag(data.bag_id(mine[k]))];
+    moments.col(u) << effects[k].mean, effects[k].var, 1.0;
+  }
+  if (o.shard) o.shard->processes->sum(moments);
+  for (const auto& [unit, u] : index)
+    if (moments(2, u) == 1.0) model.unit_effect.posterior[unit] = {moments(0, u), moments(1, u)};
+}
+
 // Reorders an epoch's shuffled groups so every stretch of it holds each source in proportion: the
 // k-th of a source's n_s groups goes to position (k + 1/2) / n_s of the epoch. Every minibatch then
 // mixes the sources (a small source is not left to a few batches), and the epoch still visits
@@ -600,6 +623,7 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     res.best_epoch = tracker.best_epoch;
     if (options.patience > 0) tracker.restore(model);
   }
+  record_unit_posteriors(model, data, train, options);
   return res;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,12 @@ struct ModelSpec {
   Index num_linear_coefficients() const { return num_linear_point() * num_tasks(); }
 };
 
+// Mean and variance of a unit's effect u: its conditional given its count for a training unit,
+// the prior N(-sigma_u^2/2, sigma_u^2) for any other, (0, 0) without a unit effect.
+struct UnitEffectMoments {
+  double mean = 0, var = 0;
+};
+
 // The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
 // mean makes E[e^u] = 1, so the maps are expected rates): integrated
 // out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
@@ -155,12 +162,11 @@ struct ModelSpec {
 struct UnitEffect {
   double log_sd = -2.302585092994046;  // log 0.1: close to no effect at the start of a fit
   std::vector<std::string> units;
-};
-
-// Mean and variance of a unit's effect u: its conditional given its count for a training unit,
-// the prior N(-sigma_u^2/2, sigma_u^2) for any other, (0, 0) without a unit effect.
-struct UnitEffectMoments {
-  double mean = 0, var = 0;
+  // An effect shared by a unit's periods (ModelSpec::unit_effect_shared): each training unit's
+  // effect given all its fitted periods' counts at the end of the fit (fit(); the unit's id
+  // without its period). Predictions of a period whose data hold none of the unit's fitted
+  // periods, such as a forecast, take it from here.
+  std::map<std::string, UnitEffectMoments> posterior;
 };
 
 struct Model {

@@ -166,6 +166,13 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
     it->second.push_back(a);
     fitted.push_back(a);
   }
+  // A unit none of whose fitted periods are in the data (a forecast, a batch of other periods)
+  // takes its effect as the fit left it.
+  for (size_t k = 0; k < bags.size() && !leave_own_out; ++k) {
+    const std::string unit = unit_of_bag(data.bag_id(bags[k]));
+    const auto stored = model.unit_effect.posterior.find(unit);
+    if (evidence[unit].empty() && stored != model.unit_effect.posterior.end()) out[k] = stored->second;
+  }
   if (fitted.empty()) return out;
   const Vector totals = field_totals(model, data, fitted, threads);
   std::map<Index, double> total_of;
@@ -184,10 +191,11 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
   };
   std::map<std::string, UnitEffectMoments> posterior;
   if (!leave_own_out)
-    for (const auto& [unit, own] : evidence) posterior[unit] = posterior_of(own, -1);
+    for (const auto& [unit, own] : evidence)
+      if (!own.empty()) posterior[unit] = posterior_of(own, -1);
   for (size_t k = 0; k < bags.size(); ++k) {
     const std::string unit = unit_of_bag(data.bag_id(bags[k]));
-    out[k] = leave_own_out ? posterior_of(evidence[unit], bags[k]) : posterior[unit];
+    if (!evidence[unit].empty()) out[k] = leave_own_out ? posterior_of(evidence[unit], bags[k]) : posterior[unit];
   }
   return out;
 }

@@ -39,6 +39,12 @@ void emit_source_parameters(YAML::Emitter& out, const Model& view) {
     if (view.spec.unit_effect_shared) out << YAML::Key << "shared" << YAML::Value << true;
     out << YAML::Key << "units" << YAML::Value;
     emit_strings(out, view.unit_effect.units);
+    if (!view.unit_effect.posterior.empty()) {
+      out << YAML::Key << "posterior" << YAML::Value << YAML::BeginMap;
+      for (const auto& [unit, u] : view.unit_effect.posterior)
+        out << YAML::Key << unit << YAML::Value << YAML::Flow << YAML::BeginSeq << u.mean << u.var << YAML::EndSeq;
+      out << YAML::EndMap;
+    }
     out << YAML::EndMap;
   }
 }
@@ -491,6 +497,17 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
       m.unit_effect_of(s).log_sd = r.get<double>(ue, "log_sd", w + "unit_effect.");
       m.unit_effect_of(s).units = r.strings(ue, "units", w + "unit_effect.");
       if (s == 0) m.spec.unit_effect_shared = ue["shared"] && r.get<bool>(ue, "shared", w + "unit_effect.");
+      if (ue["posterior"]) {
+        if (!ue["posterior"].IsMap())
+          r.broken("'" + w + "unit_effect.posterior' must map unit ids to [mean, variance]");
+        for (const auto& entry : ue["posterior"]) {
+          const std::string unit = entry.first.as<std::string>();
+          const Vector u = r.vec(ue["posterior"], unit, w + "unit_effect.posterior.", 2);
+          if (!(u[1] > 0))
+            r.broken("'" + w + "unit_effect.posterior." + unit + "' has a variance that is not positive");
+          m.unit_effect_of(s).posterior[unit] = {u[0], u[1]};
+        }
+      }
     }
   }
   m.jitter = r.get<double>(mn, "jitter", "model.");

@@ -60,6 +60,7 @@ TEST_F(SpaceTime, TheModelKeepsItsPeriodsAndProductKernel) {
   EXPECT_NE(model.find("fixed_variance: true"), std::string::npos);
   EXPECT_NE(model.find("U001@2019-06"), std::string::npos);  // its units are units in periods
   EXPECT_NE(model.find("shared: true"), std::string::npos);  // a unit's months share its effect
+  EXPECT_NE(model.find("U001: ["), std::string::npos);       // and each unit's effect is kept
 }
 
 // model.unit_effect_scope: period gives each unit-period its own effect; the sampled expectation

@@ -291,6 +291,25 @@ TEST(SharedUnitEffect, HeldOutPeriodBorrowsItsUnit) {
   }
 }
 
+// A unit none of whose fitted periods are in the data (a forecast month) takes the effect its fit
+// left in UnitEffect::posterior; the density of a count never does (the stored effect has seen
+// the count).
+TEST(SharedUnitEffect, AForecastTakesTheStoredEffect) {
+  const Dataset data = two_period_data(LikelihoodKind::poisson);
+  Model model = shared_model(LikelihoodKind::poisson, CovarianceMode::nystrom);
+  model.unit_effect.units = {"d0@2020-01", "d2@2019-12"};  // d2's fitted month is not in the data
+  model.unit_effect.posterior = {{"d0", {0.5, 0.01}}, {"d2", {-0.4, 0.02}}};
+  const std::vector<UnitEffectMoments> u = bag_unit_effects(model, data, {4, 6, 7}, 1);
+  EXPECT_EQ(u[1].mean, -0.4);  // d2: stored
+  EXPECT_EQ(u[1].var, 0.02);
+  EXPECT_NE(u[0].mean, 0.5);  // d0: its fitted month is in the data, which decides
+  const double sigma = std::exp(model.unit_effect.log_sd);
+  EXPECT_DOUBLE_EQ(u[2].var, sigma * sigma);  // d3: never fitted, the prior
+  Model without = model;
+  without.unit_effect.posterior.clear();
+  EXPECT_DOUBLE_EQ(bag_predictive_nll(model, data, {6}, 1), bag_predictive_nll(without, data, {6}, 1));
+}
+
 // The density of a count conditions its unit's shared effect on the unit's other fitted periods,
 // never on the count itself.
 TEST(SharedUnitEffect, CountDensityLeavesItsOwnCountOut) {

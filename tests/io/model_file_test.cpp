@@ -100,6 +100,29 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_EQ(g.model.unit_effect.units, f.model.unit_effect.units);
   EXPECT_EQ(g.model.pack(), f.model.pack());
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
+  EXPECT_FALSE(g.model.spec.unit_effect_shared);
+
+  // An effect shared by a unit's periods, with each training unit's effect as the fit left it.
+  f.model.spec.covariance = CovarianceMode::nystrom;
+  f.model.spec.unit_effect_shared = true;
+  f.model.unit_effect.posterior = {{"north: 1", {-0.1 / 3.0, 0.02}}, {"\u00e9st", {2.0 / 7.0, 1.0 / 3.0}}};
+  io::write_model_file(dir / "shared.yaml", f);
+  const io::ModelFile h = io::read_model_file(dir / "shared.yaml");
+  EXPECT_TRUE(h.model.spec.unit_effect_shared);
+  ASSERT_EQ(h.model.unit_effect.posterior.size(), 2u);
+  for (const auto& [unit, u] : f.model.unit_effect.posterior) {
+    EXPECT_EQ(h.model.unit_effect.posterior.at(unit).mean, u.mean) << unit;
+    EXPECT_EQ(h.model.unit_effect.posterior.at(unit).var, u.var) << unit;
+  }
+  std::string text = read_text(dir / "shared.yaml");
+  text.replace(text.find("0.02]"), 5, "-0.02]");
+  std::ofstream(dir / "broken.yaml") << text;
+  try {
+    io::read_model_file(dir / "broken.yaml");
+    ADD_FAILURE() << "a negative variance was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("variance that is not positive"), std::string::npos) << e.what();
+  }
 }
 
 // A joint fit of three sources: each source's likelihood, expectation, parameters and unit effect
@@ -111,10 +134,10 @@ TEST(ModelFile, RoundTripsEverySource) {
   m.spec.unit_effect = true;
   m.spec.source_name = "districts";
   m.likelihood_params = Vector::Constant(1, std::log(40.0));
-  m.unit_effect = {std::log(0.3), {"D1", "D2"}};
+  m.unit_effect = {std::log(0.3), {"D1", "D2"}, {}};
   m.spec.more_sources = {{"provinces", LikelihoodKind::negative_binomial, Expectation::delta, Aggregation::sum, true},
                          {"indicator", LikelihoodKind::exponential, Expectation::bound, Aggregation::sum, false}};
-  m.more_sources = {{Vector::Constant(1, std::log(7.5)), {std::log(0.9), {"provinces:P1"}}}, {Vector(), {}}};
+  m.more_sources = {{Vector::Constant(1, std::log(7.5)), {std::log(0.9), {"provinces:P1"}, {}}}, {Vector(), {}}};
   io::write_model_file(dir / "model.yaml", f);
   const io::ModelFile g = io::read_model_file(dir / "model.yaml");
   ASSERT_EQ(g.model.spec.num_sources(), 3);
