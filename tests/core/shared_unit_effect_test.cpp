@@ -27,19 +27,6 @@ CountMoments moments(double mean, double rho) {
   return m;
 }
 
-// E[g(c + sd z)], z ~ N(0, 1), by the trapezoid rule on [-9, 9] (independent of the term's
-// Gauss-Hermite rules).
-template <class G>
-double normal_expectation(double c, double sd, G g, int n = 90) {
-  const double h = 18.0 / n;
-  double sum = 0;
-  for (int k = 0; k <= n; ++k) {
-    const double z = -9 + k * h;
-    sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(-0.5 * z * z) * g(c + sd * z);
-  }
-  return sum * h / std::sqrt(2 * M_PI);
-}
-
 // log int prod_j p(y_j | e^{t_j + u}) N(u; -sigma^2/2, sigma^2) du by the trapezoid rule.
 double log_mixture(const CountLikelihood& lik, const std::vector<double>& y, const std::vector<double>& t,
                    const Vector& params, double sigma) {
@@ -78,17 +65,17 @@ TEST(SharedUnitEffect, TermMatchesNestedQuadratureOfTheUnit) {
       // Each log mu_j ~ N(log mean_j - rho_j/2, rho_j); the rule's effect mean -sigma^2/2 is in the
       // mixture.
       auto centre = [&](size_t j) { return std::log(mean[j]) - 0.5 * rhos[j]; };
-      const double expected = normal_expectation(
+      const double expected = test::normal_expectation(
           centre(0), std::sqrt(rhos[0]),
           [&](double t0) {
-            return normal_expectation(
+            return test::normal_expectation(
                 centre(1), std::sqrt(rhos[1]),
                 [&](double t1) {
                   return log_mixture(lik, y, {t0, t1, centre(2)}, params, sigma);
                 },
-                40);
+                40, 9.0);
           },
-          40);
+          40, 9.0);
       errors[level] = std::abs(term - expected);
       EXPECT_LT(errors[level], 1e-3 * std::abs(expected)) << to_string(k) << " rho " << rho;
     }
@@ -118,17 +105,17 @@ TEST(SharedUnitEffect, CorrelatedMonthsMatchNestedQuadrature) {
   S << mo[0].rho, h1.dot(h2), h1.dot(h2), mo[1].rho;
   const Matrix L = S.llt().matrixL();
   const double a0 = std::log(mean[0]) - 0.5 * mo[0].rho, a1 = std::log(mean[1]) - 0.5 * mo[1].rho;
-  const double expected = normal_expectation(
+  const double expected = test::normal_expectation(
       0.0, 1.0,
       [&](double z0) {
-        return normal_expectation(
+        return test::normal_expectation(
             0.0, 1.0,
             [&](double z1) {
               return log_mixture(lik, y, {a0 + L(0, 0) * z0, a1 + L(1, 0) * z0 + L(1, 1) * z1}, params, sigma);
             },
-            40);
+            40, 9.0);
       },
-      60);
+      60, 9.0);
   EXPECT_NEAR(term, expected, 1e-4 * std::abs(expected));
   std::vector<CountMoments> independent = mo;
   independent[0].h.resize(0);

@@ -233,4 +233,17 @@ inline StepAverage sampled_term_over_steps(const Model& model, const Dataset& da
   return {mean, std::sqrt((sum2 / steps - mean * mean) / steps)};
 }
 
+// E[g(c + sd z)], z ~ N(0, 1), by the trapezoid rule with n intervals on [-half_width, half_width]:
+// independent of the likelihoods' Gauss-Hermite rules, and spectrally accurate for smooth g.
+template <class G>
+double normal_expectation(double c, double sd, G g, int n = 120, double half_width = 12) {
+  const double h = 2 * half_width / n;
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) {
+    const double z = -half_width + k * h;
+    sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(-0.5 * z * z) * g(c + sd * z);
+  }
+  return sum * h / std::sqrt(2 * M_PI);
+}
+
 }  // namespace vbagg::test

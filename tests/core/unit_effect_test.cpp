@@ -14,20 +14,6 @@
 namespace vbagg {
 namespace {
 
-// E[g(c + sd z)], z ~ N(0, 1), by the trapezoid rule on [-12, 12]: independent of the
-// likelihoods' Gauss-Hermite rule.
-template <class G>
-double normal_expectation(double c, double sd, G g) {
-  const int n = 120;
-  const double h = 24.0 / n;
-  double sum = 0;
-  for (int k = 0; k <= n; ++k) {
-    const double z = -12 + k * h;
-    sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(-0.5 * z * z) * g(c + sd * z);
-  }
-  return sum * h / std::sqrt(2 * M_PI);
-}
-
 // log of the integral of e^{h(u)} over [lo, hi] by the trapezoid rule on n intervals, in log space.
 template <class H>
 double log_integral(H h, double lo, double hi, int n) {
@@ -58,7 +44,7 @@ TEST(UnitEffect, OnePixelTermMatchesNestedQuadrature) {
       const auto logp = [&](double log_mu) {
         return lik == LikelihoodKind::poisson ? poisson_logp(y, log_mu) : nb_logp(y, log_mu, r);
       };
-      const double expected = normal_expectation(std::log(wv) + m0, std::sqrt(s2v), [&](double t) {
+      const double expected = test::normal_expectation(std::log(wv) + m0, std::sqrt(s2v), [&](double t) {
         return log_integral(
             [&](double u) {
               const double c = u + 0.5 * sigma * sigma;  // u ~ N(-sigma^2/2, sigma^2)
