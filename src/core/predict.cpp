@@ -149,14 +149,25 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
 }
 
 // A unit effect shared by a unit's periods: each listed bag's effect given the counts of every
-// fitted bag of its unit in the data (so a held-out period of a training unit borrows its unit's
-// other periods), or the prior for a unit with none. `leave_own_out` leaves each bag's own count
-// out of its condition, for the density of that count.
+// fitted bag of its unit (so a held-out period of a training unit borrows its unit's other
+// periods), or the prior for a unit with none. The fit's own (UnitEffect::posterior, given all the
+// unit's training periods) where the model keeps it, which also serves a forecast or a batch
+// without the unit's fitted periods; otherwise from the fitted bags in the data.
+// `leave_own_out` leaves each bag's own count out of its condition, for the density of that count:
+// always from the data.
 std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dataset& data,
                                                    const std::vector<Index>& bags, int threads, bool leave_own_out) {
   std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
-  std::map<std::string, std::vector<Index>> evidence;  // unit -> its fitted bags in the data
-  for (Index a : bags) evidence.emplace(unit_of_bag(data.bag_id(a)), std::vector<Index>());
+  std::map<std::string, std::vector<Index>> evidence;  // units to condition from the data -> their fitted bags
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const std::string unit = unit_of_bag(data.bag_id(bags[k]));
+    const auto stored = model.unit_effect.posterior.find(unit);
+    if (!leave_own_out && stored != model.unit_effect.posterior.end())
+      out[k] = stored->second;
+    else
+      evidence.emplace(unit, std::vector<Index>());
+  }
+  if (evidence.empty()) return out;
   const std::unordered_set<std::string> trained(model.unit_effect.units.begin(), model.unit_effect.units.end());
   std::vector<Index> fitted;
   for (Index a = 0; a < data.num_bags(); ++a) {
@@ -165,13 +176,6 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
     if (it == evidence.end() || !trained.count(id)) continue;
     it->second.push_back(a);
     fitted.push_back(a);
-  }
-  // A unit none of whose fitted periods are in the data (a forecast, a batch of other periods)
-  // takes its effect as the fit left it.
-  for (size_t k = 0; k < bags.size() && !leave_own_out; ++k) {
-    const std::string unit = unit_of_bag(data.bag_id(bags[k]));
-    const auto stored = model.unit_effect.posterior.find(unit);
-    if (evidence[unit].empty() && stored != model.unit_effect.posterior.end()) out[k] = stored->second;
   }
   if (fitted.empty()) return out;
   const Vector totals = field_totals(model, data, fitted, threads);
@@ -194,8 +198,9 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
     for (const auto& [unit, own] : evidence)
       if (!own.empty()) posterior[unit] = posterior_of(own, -1);
   for (size_t k = 0; k < bags.size(); ++k) {
-    const std::string unit = unit_of_bag(data.bag_id(bags[k]));
-    if (!evidence[unit].empty()) out[k] = leave_own_out ? posterior_of(evidence[unit], bags[k]) : posterior[unit];
+    const auto it = evidence.find(unit_of_bag(data.bag_id(bags[k])));
+    if (it != evidence.end() && !it->second.empty())
+      out[k] = leave_own_out ? posterior_of(it->second, bags[k]) : posterior[it->first];
   }
   return out;
 }

@@ -278,18 +278,22 @@ TEST(SharedUnitEffect, HeldOutPeriodBorrowsItsUnit) {
   }
 }
 
-// A unit none of whose fitted periods are in the data (a forecast month) takes the effect its fit
-// left in UnitEffect::posterior; the density of a count never does (the stored effect has seen
-// the count).
-TEST(SharedUnitEffect, AForecastTakesTheStoredEffect) {
+// A unit the fit kept an effect for takes it, even where none of its fitted periods are in the
+// data (a forecast month); a unit without one, its fitted months in the data; the density of a
+// count never takes the kept effect (it has seen the count).
+TEST(SharedUnitEffect, AForecastTakesTheKeptEffect) {
   const Dataset data = two_period_data(LikelihoodKind::poisson);
   Model model = shared_model(LikelihoodKind::poisson, CovarianceMode::nystrom);
-  model.unit_effect.units = {"d0@2020-01", "d2@2019-12"};  // d2's fitted month is not in the data
+  model.unit_effect.units = {"d0@2020-01", "d1@2020-01", "d2@2019-12"};  // d2's fitted month is not in the data
   model.unit_effect.posterior = {{"d0", {0.5, 0.01}}, {"d2", {-0.4, 0.02}}};
-  const std::vector<UnitEffectMoments> u = bag_unit_effects(model, data, {4, 6, 7}, 1);
-  EXPECT_EQ(u[1].mean, -0.4);  // d2: stored
+  const std::vector<UnitEffectMoments> u = bag_unit_effects(model, data, {4, 6, 7, 5}, 1);
+  EXPECT_EQ(u[0].mean, 0.5);   // d0: kept
+  EXPECT_EQ(u[1].mean, -0.4);  // d2: kept
   EXPECT_EQ(u[1].var, 0.02);
-  EXPECT_NE(u[0].mean, 0.5);  // d0: its fitted month is in the data, which decides
+  Model unkept = model;
+  unkept.unit_effect.posterior.clear();
+  EXPECT_EQ(u[3].mean, bag_unit_effects(unkept, data, {5}, 1)[0].mean);  // d1: from its month in the data
+  EXPECT_LT(u[3].var, 0.9 * std::exp(2 * model.unit_effect.log_sd));
   const double sigma = std::exp(model.unit_effect.log_sd);
   EXPECT_DOUBLE_EQ(u[2].var, sigma * sigma);  // d3: never fitted, the prior
   Model without = model;
