@@ -321,8 +321,8 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   }
 }
 
-// The listed bags whose unit effect is shared by their unit's periods, by unit: positions into
-// `bags`, units in order of first appearance.
+// The listed bags whose unit effect is shared with other listed bags of their unit (its periods),
+// by unit: positions into `bags`, units in order of first appearance.
 std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                                               bool joint) {
   std::vector<std::vector<size_t>> units;
@@ -335,6 +335,8 @@ std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset&
     if (added) units.emplace_back();
     units[it->second].push_back(k);
   }
+  // A unit of one bag is the bag's own term, taken in one pass like any other bag.
+  units.erase(std::remove_if(units.begin(), units.end(), [](const auto& u) { return u.size() < 2; }), units.end());
   // A unit's bags in the order of the whole data: its term does not depend on how they were listed.
   for (auto& u : units)
     std::sort(u.begin(), u.end(),

@@ -100,20 +100,32 @@ void bag_latents(const Model& model, const Dataset& data, const std::vector<Inde
 
 namespace {
 
+// Pixels whose inputs field_totals copies at a time: the whole training data's totals (a shared
+// unit effect's kept posteriors) then take a bounded copy, not a second pixel table.
+constexpr Index kTotalsPixels = 1 << 20;
+
 // sum_i w_i E[lambda_i] of each listed bag, without the unit effect.
 Vector field_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
-  Matrix X;
-  Vector w, m, v;
-  bag_latents(model, data, bags, threads, X, w, m, v);
   Vector totals(static_cast<Index>(bags.size()));
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
-  Index pos = 0;
-  for (size_t k = 0; k < bags.size(); ++k) {
-    const Index n = data.bag_size(bags[k]);
-    const Vector aw = lik.aggregate_weights(model.spec, w.segment(pos, n));
-    totals[static_cast<Index>(k)] = lik.expected_observation(
-        link_of(model.spec.link).expected_total(aw, m.segment(pos, n), v.segment(pos, n)), data.trials_of(bags[k]));
-    pos += n;
+  for (size_t first = 0; first < bags.size();) {
+    std::vector<Index> chunk;
+    for (Index pixels = 0;
+         first < bags.size() && (chunk.empty() || pixels + data.bag_size(bags[first]) <= kTotalsPixels); ++first) {
+      chunk.push_back(bags[first]);
+      pixels += data.bag_size(bags[first]);
+    }
+    Matrix X;
+    Vector w, m, v;
+    bag_latents(model, data, chunk, threads, X, w, m, v);
+    Index pos = 0;
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      const Index n = data.bag_size(chunk[k]);
+      const Vector aw = lik.aggregate_weights(model.spec, w.segment(pos, n));
+      totals[static_cast<Index>(first - chunk.size() + k)] = lik.expected_observation(
+          link_of(model.spec.link).expected_total(aw, m.segment(pos, n), v.segment(pos, n)), data.trials_of(chunk[k]));
+      pos += n;
+    }
   }
   return totals;
 }
