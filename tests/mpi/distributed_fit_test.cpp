@@ -176,6 +176,73 @@ TEST(Distributed, OneProcessFailingStopsEvery) {
   EXPECT_EQ(static_cast<double>(cli::process_count()), cli::processes().sum(1.0));
 }
 
+// A unit effect shared by a unit's months needs the unit's bags in one process. Shared out by
+// pixels alone (not as io::build_dataset shares months out), units are split at K = 2 and 3:
+// every process refuses, naming the setting, and stays in step. Shared out whole, the fit is
+// one process's.
+TEST(Distributed, SharedUnitEffectKeepsAUnitsMonthsTogether) {
+  Dataset data = test::random_dataset(24, 5, 60, 3, LikelihoodKind::negative_binomial, 10);
+  for (Index a = 0; a < data.num_bags(); ++a)
+    data.bag_ids.push_back("u" + std::to_string(a % 6) + "@2020-" + std::to_string(1 + a / 6));
+  ModelSpec spec =
+      test::spec_of(LikelihoodKind::negative_binomial, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  spec.unit_effect_shared = true;
+  const Kernel kernel = make_kernel("ard", "none", 3, 0);
+  InitOptions init;
+  init.inducing = 8;
+  FitOptions fo;
+  fo.optimizer = Optimizer::adam;
+  fo.epochs = 2;
+  fo.first_stage_epochs = 1;
+  fo.batch_bags = 7;
+  const std::vector<Index> all = range(data.num_bags());
+  Model m1 = init_model(spec, kernel, data, init);
+  fit(m1, data, all, {}, fo);
+  EXPECT_EQ(m1.unit_effect.posterior.size(), 6u);
+
+  const Collective& world = cli::processes();
+  std::vector<Index> pixels;
+  std::vector<std::string> ids;
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    pixels.push_back(data.bag_size(a));
+    ids.push_back(data.bag_id(a));
+  }
+  // By pixels, bag by bag; then by unit, every month of unit k to process k % K.
+  const std::vector<int> by_pixels = assign_bags(pixels, world.size());
+  std::vector<int> by_unit(pixels.size());
+  for (size_t a = 0; a < by_unit.size(); ++a) by_unit[a] = static_cast<int>(a % 6) % world.size();
+  bool split = false;
+  for (size_t a = 0; a < by_pixels.size(); ++a) split |= by_pixels[a] != by_pixels[a % 6];
+  for (const bool whole_units : {false, true}) {
+    const std::vector<int>& owner = whole_units ? by_unit : by_pixels;
+    Shared s;
+    s.local = local_part(data, owner, world.rank());
+    s.all = make_shard(s.local, ids, world);
+    s.train = subset_shard(s.all, s.local, all, s.local_train);
+    init.shard = &s.train;
+    Model m = init_model(spec, kernel, s.local_train, init);
+    FitOptions here = fo;
+    here.shard = &s.all;
+    if (!whole_units && split) {
+      try {
+        fit(m, s.local, all, {}, here);
+        ADD_FAILURE() << "a unit split over processes was fitted";
+      } catch (const DataError& e) {
+        EXPECT_NE(std::string(e.what()).find("model.unit_effect_scope: period"), std::string::npos) << e.what();
+      }
+      EXPECT_EQ(static_cast<double>(cli::process_count()), cli::processes().sum(1.0));
+    } else {
+      fit(m, s.local, all, {}, here);
+      EXPECT_LT(relative_difference(m.pack(), m1.pack()), 1e-10);
+      ASSERT_EQ(m.unit_effect.posterior.size(), 6u);
+      for (const auto& [unit, u] : m1.unit_effect.posterior)
+        EXPECT_NEAR(m.unit_effect.posterior.at(unit).mean, u.mean, 1e-10 * (1 + std::abs(u.mean))) << unit;
+    }
+  }
+  init.shard = nullptr;
+}
+
 }  // namespace
 }  // namespace vbagg
 
