@@ -20,16 +20,21 @@ struct Shared {
   Shard all, train;
 };
 
-Shared share(const Dataset& data, const std::vector<Index>& train) {
-  const Collective& world = cli::processes();
+// Each bag's owner among the job's processes, by pixels (assign_bags).
+std::vector<int> owners_by_pixels(const Dataset& data) {
   std::vector<Index> pixels;
+  for (Index a = 0; a < data.num_bags(); ++a) pixels.push_back(data.bag_size(a));
+  return assign_bags(pixels, cli::processes().size());
+}
+
+// `owner`: each bag's process (empty: owners_by_pixels).
+Shared share(const Dataset& data, const std::vector<Index>& train, std::vector<int> owner = {}) {
+  const Collective& world = cli::processes();
+  if (owner.empty()) owner = owners_by_pixels(data);
   std::vector<std::string> ids;
-  for (Index a = 0; a < data.num_bags(); ++a) {
-    pixels.push_back(data.bag_size(a));
-    ids.push_back(data.bag_id(a));
-  }
+  for (Index a = 0; a < data.num_bags(); ++a) ids.push_back(data.bag_id(a));
   Shared s;
-  s.local = local_part(data, assign_bags(pixels, world.size()), world.rank());
+  s.local = local_part(data, owner, world.rank());
   s.all = make_shard(s.local, ids, world);
   s.train = subset_shard(s.all, s.local, train, s.local_train);
   return s;
@@ -201,25 +206,15 @@ TEST(Distributed, SharedUnitEffectKeepsAUnitsMonthsTogether) {
   fit(m1, data, all, {}, fo);
   EXPECT_EQ(m1.unit_effect.posterior.size(), 6u);
 
-  const Collective& world = cli::processes();
-  std::vector<Index> pixels;
-  std::vector<std::string> ids;
-  for (Index a = 0; a < data.num_bags(); ++a) {
-    pixels.push_back(data.bag_size(a));
-    ids.push_back(data.bag_id(a));
-  }
   // By pixels, bag by bag; then by unit, every month of unit k to process k % K.
-  const std::vector<int> by_pixels = assign_bags(pixels, world.size());
-  std::vector<int> by_unit(pixels.size());
-  for (size_t a = 0; a < by_unit.size(); ++a) by_unit[a] = static_cast<int>(a % 6) % world.size();
+  const int K = cli::processes().size();
+  const std::vector<int> by_pixels = owners_by_pixels(data);
+  std::vector<int> by_unit(by_pixels.size());
+  for (size_t a = 0; a < by_unit.size(); ++a) by_unit[a] = static_cast<int>(a % 6) % K;
   bool split = false;
   for (size_t a = 0; a < by_pixels.size(); ++a) split |= by_pixels[a] != by_pixels[a % 6];
   for (const bool whole_units : {false, true}) {
-    const std::vector<int>& owner = whole_units ? by_unit : by_pixels;
-    Shared s;
-    s.local = local_part(data, owner, world.rank());
-    s.all = make_shard(s.local, ids, world);
-    s.train = subset_shard(s.all, s.local, all, s.local_train);
+    const Shared s = share(data, all, whole_units ? by_unit : by_pixels);
     init.shard = &s.train;
     Model m = init_model(spec, kernel, s.local_train, init);
     FitOptions here = fo;
