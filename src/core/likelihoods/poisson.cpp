@@ -13,7 +13,7 @@ class Poisson final : public CountLikelihood {
   const char* name() const override { return "poisson"; }
 
   double score(double y, const CountMoments& mo, const Vector&, CountMomentsGradient* d, Vector* g) const override {
-    if (d) *d = {-1.0, y, 0.0};
+    if (d) *d = {-1.0, y, 0.0, Vector()};
     if (g) g->resize(0);
     // y = 0 leaves E[log mu] out (it is -inf for a bag of zero weight).
     return (y != 0 ? y * mo.elog : 0.0) - mo.mean - std::lgamma(y + 1);
