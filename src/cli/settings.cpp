@@ -86,7 +86,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   s.output_dir = r.path("output.dir");
   s.trials_field = config.text("data.units.trials_field");
   const YAML::Node time = config.root()["data"]["time"];
-  s.periods = time && (time.IsSequence() ? time.size() > 0 : !time.IsNull() && !time.as<std::string>().empty());
+  // Only whether periods are given: the data configuration reads them and names a malformed value.
+  s.periods = time && ((time.IsSequence() && time.size() > 0) || (time.IsScalar() && !time.Scalar().empty()));
   const YAML::Node sources = config.root()["data"]["sources"];
   for (size_t i = 0; sources && sources.IsSequence() && i < sources.size(); ++i) {
     const YAML::Node e = sources[i];

@@ -57,6 +57,21 @@ TEST(Settings, PeriodsAndSpansAreTextsOrLists) {
   EXPECT_THROW(defaults_with({"model.kernel.time=[seasonal]"}), ConfigError);  // a choice is never a list
 }
 
+// The unit effect's scope: shared by a unit's periods where data.time gives periods and the model
+// defines it, an effect per unit and period otherwise.
+TEST(Settings, UnitEffectScopeFollowsThePeriods) {
+  EXPECT_FALSE(model_spec(settings_of(defaults_with({}))).unit_effect_shared);  // no periods
+  EXPECT_TRUE(model_spec(settings_of(defaults_with({"data.time=2019-01..2019-06"}))).unit_effect_shared);
+  EXPECT_TRUE(model_spec(settings_of(defaults_with({"data.time=[2019-01, 2019-03]"}))).unit_effect_shared);
+  EXPECT_FALSE(model_spec(settings_of(defaults_with({"data.time=2019-01..2019-06", "model.unit_effect_scope=period"})))
+                   .unit_effect_shared);
+  EXPECT_FALSE(model_spec(settings_of(defaults_with({"data.time=2019-01..2019-06", "model.covariance=exact"})))
+                   .unit_effect_shared);  // auto: not defined there
+  EXPECT_THROW(model_spec(settings_of(defaults_with(
+                   {"data.time=2019-01..2019-06", "model.covariance=exact", "model.unit_effect_scope=unit"}))),
+               ConfigError);
+}
+
 TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   ModelSpec s = model_spec(settings_of(defaults_with({})));
   EXPECT_EQ(s.likelihood, LikelihoodKind::negative_binomial);
