@@ -68,7 +68,6 @@ class ExpLink final : public LinkFunction {
     // l depends on log mean (through mean and elog) and on rho (directly and through elog).
     const double d_log_mean = d.elog + d.mean * o.mean;
     const double d_rho = d.rho - 0.5 * d.elog;
-    // rho as a function of r, then r = softmax(z), z_i = log w_i + m_i + s2_i/2.
     // With an incoming d l / d h (h = T r), the factor on T is 2 d_rho h + d l / d h.
     const bool exact = spec.covariance == CovarianceMode::exact;
     const Vector gh = exact ? Vector() : d.h.size() ? Vector(2.0 * d_rho * o.h + d.h) : Vector(2.0 * d_rho * o.h);
