@@ -13,13 +13,12 @@ struct CountMomentsGradient;
 
 // A bag whose unit effect it shares with its unit's other bags (one per period, MODEL.md 4g): the
 // unit's term couples them (shared_unit_effect_score), so the objective takes such bags in two
-// passes. In the first the count term writes the bag's mean and rho into *record; in the second it
-// passes *given back as its derivatives with respect to them. Both return 0: the objective counts
-// the unit's value once.
+// passes. In the first the count term writes the bag's mean, rho and h into *record; in the second
+// it passes *given back as its derivatives with respect to them. Both return 0: the objective
+// counts the unit's value once.
 struct SharedUnitPass {
   CountMoments* record = nullptr;
   const CountMomentsGradient* given = nullptr;
-  bool active() const { return record || given; }
 };
 
 // Which draws of f the sampled expectation (MODEL.md 4e ii) uses: standard normals that are a pure

@@ -106,7 +106,8 @@ struct ModelSpec {
   bool unit_effect = false;
   // With bags of several periods (ids <unit>@<period>, unit_of_bag): one effect per unit, shared by
   // its periods' bags, instead of one per bag. A unit's bags then enter the ELBO as one term
-  // (shared_unit_effect_score), so minibatches hold whole units. Not with the sampled expectation.
+  // (shared_unit_effect_score), so minibatches hold whole units. Needs the exp link, the delta
+  // method and the nystrom covariance (the months' covariances come from its h = T r).
   bool unit_effect_shared = false;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;

@@ -70,10 +70,11 @@ UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, do
                                         double log_sd);
 
 // A unit effect shared by a unit's bags (one per period; MODEL.md 4g): the unit's term is
-// E_q[log int prod_j p(y_j | e^u mu_j) N(u; -sigma^2/2, sigma^2) du], with each log mu_j Normal
-// with its bag's delta-method moments, independent across the bags. The derivatives with respect
-// to each bag's moments into (*d)[j], as unit_effect_score gives them for one bag, which it equals
-// for a unit of one bag.
+// E_q[log int prod_j p(y_j | e^u mu_j) N(u; -sigma^2/2, sigma^2) du], with the log mu_j jointly
+// Normal: each with its bag's delta-method moments (mean, rho), and covariances h_j . h_k between
+// bags whose moments carry h (CountMoments::h). The derivatives with respect to each bag's mean,
+// rho and h into (*d)[j], as unit_effect_score gives them for one bag, which it equals for a unit
+// of one bag.
 double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<double>& y,
                                 const std::vector<CountMoments>& mo, const Vector& params, double log_sd,
                                 std::vector<CountMomentsGradient>* d, Vector* g_params, double* g_log_sd);
