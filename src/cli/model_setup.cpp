@@ -69,6 +69,17 @@ Split hold_out_periods(Split split, const io::BuiltData& built, const std::strin
 
 namespace {
 
+// Whether the core defines the model `spec` describes (ModelSpec::validate): how `auto` settings
+// find what a model allows.
+bool defined(const ModelSpec& spec) {
+  try {
+    spec.validate();
+    return true;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
 // A one-source spec with model.expectation and model.unit_effect resolved for its likelihood.
 ModelSpec complete_source(ModelSpec s, const Settings::Model& c) {
   const BagLikelihood& lik = likelihood_of(s.likelihood);
@@ -88,12 +99,7 @@ ModelSpec complete_source(ModelSpec s, const Settings::Model& c) {
     probe.task = 0;
     probe.latents = 1;
     probe.unit_effect = true;
-    try {
-      probe.validate();
-      s.unit_effect = true;
-    } catch (const ConfigError&) {
-      s.unit_effect = false;  // not defined for this model: auto leaves it off
-    }
+    s.unit_effect = defined(probe);  // not defined for this model: auto leaves it off
   }
   if (c.kind == ModelKind::constant) s.unit_effect = false;
   return s;
@@ -165,14 +171,8 @@ ModelSpec model_spec(const Settings& settings) {
   // (ModelSpec::unit_effect_shared), else each unit-period has its own.
   ModelSpec shared = s;
   shared.unit_effect_shared = true;
-  bool defined = true;
-  try {
-    shared.validate();
-  } catch (const ConfigError&) {
-    defined = false;
-  }
   s.unit_effect_shared = s.unit_effect && settings.periods &&
-                         (c.unit_effect_scope == "unit" || (c.unit_effect_scope == "auto" && defined));
+                         (c.unit_effect_scope == "unit" || (c.unit_effect_scope == "auto" && defined(shared)));
   if (sources.size() > 1) {
     s.source_name = sources[0].name;
     for (size_t i = 1; i < sources.size(); ++i) {

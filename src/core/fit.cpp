@@ -213,22 +213,15 @@ class ConvergenceTest {
   std::vector<double> history_;
 };
 
-// The training bags as the groups a minibatch keeps whole: with a unit effect shared by a unit's
-// periods (ModelSpec::unit_effect_shared), each unit's bags, since the unit's term couples them;
-// otherwise every bag on its own. Groups in order of their first bag.
+// The training bags as the groups a minibatch keeps whole (unit_groups): with a unit effect shared
+// by a unit's periods, each unit's bags, since the unit's term couples them; otherwise every bag
+// on its own.
 std::vector<std::vector<Index>> minibatch_groups(const ModelSpec& spec, const Dataset& table,
                                                  const std::vector<Index>& train) {
   std::vector<std::vector<Index>> groups;
-  std::map<std::pair<int, std::string>, size_t> index;
-  for (Index a : train) {
-    const int s = table.source_of(a);
-    if (!spec.unit_effect_shared || !spec.source(s).unit_effect) {
-      groups.push_back({a});
-      continue;
-    }
-    const auto [it, added] = index.emplace(std::make_pair(s, unit_of_bag(table.bag_id(a))), groups.size());
-    if (added) groups.emplace_back();
-    groups[it->second].push_back(a);
+  for (const auto& g : unit_groups(spec, table, train)) {
+    groups.emplace_back();
+    for (size_t k : g) groups.back().push_back(train[k]);
   }
   return groups;
 }

@@ -322,22 +322,12 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
 }
 
 // The listed bags whose unit effect is shared with other listed bags of their unit (its periods),
-// by unit: positions into `bags`, units in order of first appearance.
-std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset& data, const std::vector<Index>& bags,
-                                              bool joint) {
-  std::vector<std::vector<size_t>> units;
-  if (!model.spec.unit_effect_shared) return units;
-  std::map<std::pair<int, std::string>, size_t> index;
-  for (size_t k = 0; k < bags.size(); ++k) {
-    const int s = joint ? data.source_of(bags[k]) : 0;
-    if (!model.spec.source(s).unit_effect) continue;
-    const auto [it, added] = index.emplace(std::make_pair(s, unit_of_bag(data.bag_id(bags[k]))), units.size());
-    if (added) units.emplace_back();
-    units[it->second].push_back(k);
-  }
+// by unit (unit_groups without the bags alone), each unit's bags in the order of the whole data so
+// that its term does not depend on how they were listed.
+std::vector<std::vector<size_t>> shared_units(const Model& model, const Dataset& data, const std::vector<Index>& bags) {
+  std::vector<std::vector<size_t>> units = unit_groups(model.spec, data, bags);
   // A unit of one bag is the bag's own term, taken in one pass like any other bag.
   units.erase(std::remove_if(units.begin(), units.end(), [](const auto& u) { return u.size() < 2; }), units.end());
-  // A unit's bags in the order of the whole data: its term does not depend on how they were listed.
   for (auto& u : units)
     std::sort(u.begin(), u.end(),
               [&](size_t x, size_t y) { return data.global_bag_of(bags[x]) < data.global_bag_of(bags[y]); });
@@ -563,7 +553,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   std::vector<Workspace> workspaces(threads);
   // Bags sharing their unit's effect take two passes around their unit's term: their moments
   // first, then the way back from the unit term's derivatives (SharedUnitPass).
-  const std::vector<std::vector<size_t>> units = shared_units(model, data, bags, joint);
+  const std::vector<std::vector<size_t>> units = shared_units(model, data, bags);
   std::vector<int> unit_of(bags.size(), -1);
   std::vector<size_t> place(bags.size(), 0);  // the bag's place among its unit's
   for (size_t u = 0; u < units.size(); ++u)
@@ -674,6 +664,24 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   out.elbo = scale * out.data_term - out.kl;
   if (with_grad) *grad = g_data - gkl.pack(model);
   return out;
+}
+
+std::vector<std::vector<size_t>> unit_groups(const ModelSpec& spec, const Dataset& data,
+                                             const std::vector<Index>& bags) {
+  std::vector<std::vector<size_t>> groups;
+  std::map<std::pair<int, std::string>, size_t> index;
+  for (size_t k = 0; k < bags.size(); ++k) {
+    // A one-source model (also a source's view of a joint one) reads every bag as its own source's.
+    const int s = spec.num_sources() > 1 ? data.source_of(bags[k]) : 0;
+    if (!spec.unit_effect_shared || !spec.source(s).unit_effect) {
+      groups.push_back({k});
+      continue;
+    }
+    const auto [it, added] = index.emplace(std::make_pair(s, unit_of_bag(data.bag_id(bags[k]))), groups.size());
+    if (added) groups.emplace_back();
+    groups[it->second].push_back(k);
+  }
+  return groups;
 }
 
 ObjectiveValue elbo(const Model& model, const Dataset& data, Vector* grad, const ObjectiveOptions& options) {

@@ -49,6 +49,12 @@ struct ObjectiveValue {
 ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
                     const ObjectiveOptions& options = {});
 
+// The listed bags as a unit effect shared by a unit's periods couples them
+// (ModelSpec::unit_effect_shared): positions into `bags`, each unit's in listed order, units in
+// order of their first bag; a bag without a shared effect is a group of its own.
+std::vector<std::vector<size_t>> unit_groups(const ModelSpec& spec, const Dataset& data,
+                                             const std::vector<Index>& bags);
+
 // All bags of the dataset, scale 1.
 ObjectiveValue elbo(const Model& model, const Dataset& data, Vector* grad, const ObjectiveOptions& options = {});
 

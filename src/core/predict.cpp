@@ -217,11 +217,16 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
   return out;
 }
 
+// Each listed bag's unit effect (bag_unit_effects) for one source's view of the model. `totals`,
+// when given, are the bags' expected totals without the effect (field_totals), so a caller that
+// has them spares the latent pass.
 std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const Dataset& data,
-                                                       const std::vector<Index>& bags, int threads, bool fitted_units) {
+                                                       const std::vector<Index>& bags, int threads, bool fitted_units,
+                                                       const Vector* totals = nullptr) {
   if (model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units)
     return shared_unit_effects(model, data, bags, threads, false);
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
+  if (totals) return unit_effects_given(model, data, bags, fitted, *totals);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
   // the latent pass.
   const bool any = std::find(fitted.begin(), fitted.end(), true) != fitted.end();
@@ -232,9 +237,7 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
                          bool fitted_units) {
   Vector totals = field_totals(model, data, bags, threads);
   const std::vector<UnitEffectMoments> units =
-      model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units
-          ? shared_unit_effects(model, data, bags, threads, false)
-          : unit_effects_given(model, data, bags, fitted_bags(model, data, bags, fitted_units), totals);
+      unit_effects_one_source(model, data, bags, threads, fitted_units, &totals);
   for (size_t k = 0; k < bags.size(); ++k)
     totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
   return totals;
