@@ -5,10 +5,10 @@
 #   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
 # A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
 # Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 units=200 noises="0 0.3" seeds="1 2 3"

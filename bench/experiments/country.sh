@@ -2,10 +2,10 @@
 # Synthetic-country comparison of every method: holdout bag NLL and pixel-level MSE, correlation
 # and calibration against the true intensity, over several simulated countries.
 #   bench/experiments/country.sh [SEEDS...]      (default seeds: 1 2 3)
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 seeds=("$@")

@@ -4,10 +4,10 @@
 # calibration against the truth, held-out bag NLL next to the constant baseline, accuracy.
 #   bench/experiments/cross_validation.sh [--units N] [--noise "0 0.3 0.7"] [--seeds "1 2 3"]
 #                                         [--folds K] [--set KEY=VALUE ...]
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 units=200 noises="0 0.3 0.7" seeds="1 2 3" folds=5 sets=()

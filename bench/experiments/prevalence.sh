@@ -3,10 +3,10 @@
 # calibration of the prevalence map against the truth, and coverage of held-out units' positives,
 # on a 20 % holdout and pooled over a 5-fold blocked cross-validation.
 #   bench/experiments/prevalence.sh [--seeds "1 2 3"] [--set KEY=VALUE ...]
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 seeds="1 2 3" sets=()

@@ -7,7 +7,7 @@
 #  survey: clusters (points: 20-40 tested at a pixel) and the units' survey (100-500 tested per
 #          unit); fits of each and of both. Pixel metrics of prevalence over every unit's pixels.
 #   bench/experiments/sources.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3]
-# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one).
+# Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$PWD/build/apps

@@ -283,6 +283,23 @@ std::vector<Param> make_params() {
        "independent from month to month). unit needs the exp link, model.expectation delta and model.covariance "
        "nystrom; auto is unit there and period elsewhere. Without data.time every unit has one bag and both are "
        "the same."},
+      {"model.unit_effect_prior_sd",
+       T::real,
+       "0",
+       {},
+       0,
+       1e3,
+       "Penalised-complexity prior on the unit effect's sigma (as R disaggregation's iid effect): sigma ~ "
+       "Exponential with P(sigma > this) = model.unit_effect_prior_prob. It keeps the effect, which is integrated "
+       "exactly, from taking differences between units that the smooth field can explain. 0: no prior, sigma at its "
+       "maximum-ELBO value. R disaggregation uses 0.1 with probability 0.01."},
+      {"model.unit_effect_prior_prob",
+       T::real,
+       "0.01",
+       {},
+       1e-12,
+       0.999999,
+       "With model.unit_effect_prior_sd: the prior probability that the unit effect's sigma exceeds that sd."},
       {"model.covariance",
        T::choice,
        "nystrom",

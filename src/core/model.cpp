@@ -116,6 +116,8 @@ void validate_source(const ModelSpec& spec) {
   if (spec.linear_inputs < 0) throw ConfigError("the number of inputs of the linear mean cannot be negative");
   if (!(spec.linear_prior_sd > 0)) throw ConfigError("the prior sd of the linear mean must be positive");
   if (!(spec.prior_precision > 0)) throw ConfigError("the prior precision must be positive");
+  if (!(spec.unit_effect_prior_rate >= 0) || !std::isfinite(spec.unit_effect_prior_rate))
+    throw ConfigError("the rate of the unit effect's prior must be finite and not negative");
   const std::vector<Link> links = lik.links();
   if (std::find(links.begin(), links.end(), spec.link) == links.end()) {
     std::string allowed;
@@ -483,6 +485,25 @@ double q_divergence(const Model& model, ModelGradient* grad) {
   return kl;
 }
 
+// -log p(log sigma_u) of each unit effect under sigma_u ~ Exponential(rate): the density of
+// log sigma_u is rate sigma_u e^{-rate sigma_u} (the Jacobian sigma_u keeps it proper, so its mode
+// is sigma_u = 1 / rate, not 0).
+double unit_effect_prior_penalty(const Model& model, ModelGradient* grad) {
+  const double rate = model.spec.unit_effect_prior_rate;
+  if (!(rate > 0)) return 0;
+  double penalty = 0;
+  Index k = 0;
+  for (Index s = 0; s < model.spec.num_sources(); ++s) {
+    if (!model.spec.source(s).unit_effect) continue;
+    const double log_sd = model.unit_effect_of(s).log_sd;
+    const double sd = std::exp(log_sd);
+    penalty += rate * sd - log_sd - std::log(rate);
+    if (grad) grad->unit_effect[k] += rate * sd - 1;
+    ++k;
+  }
+  return penalty;
+}
+
 }  // namespace
 
 double kl_divergence(const Model& model, ModelGradient* grad) {
@@ -492,7 +513,7 @@ double kl_divergence(const Model& model, ModelGradient* grad) {
     linear = 0.5 * precision * model.linear_mean.squaredNorm();
     if (grad) grad->linear_mean += precision * model.linear_mean;
   }
-  return linear + q_divergence(model, grad);
+  return linear + unit_effect_prior_penalty(model, grad) + q_divergence(model, grad);
 }
 
 }  // namespace vbagg

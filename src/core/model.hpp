@@ -109,6 +109,11 @@ struct ModelSpec {
   // (shared_unit_effect_score), so minibatches hold whole units. Needs the exp link, the delta
   // method and the nystrom covariance (the months' covariances come from its h = T r).
   bool unit_effect_shared = false;
+  // Penalised-complexity prior on sigma_u of every unit effect (Simpson et al. 2017, as R
+  // disaggregation's iid effect): sigma_u ~ Exponential(rate), so P(sigma_u > U) = alpha for
+  // rate = -log(alpha) / U. It keeps the effect from taking differences between units that the
+  // field can explain. 0: none, sigma_u at its maximum-ELBO value.
+  double unit_effect_prior_rate = 0;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
   // The first source's name (empty for a model of one source) and the further sources.
@@ -351,7 +356,8 @@ struct FixedEffectEstimates {
 FixedEffectEstimates fixed_effect_estimates(const Model& model);
 
 // KL(q || N(0, I)) over the inducing values and any variational fixed effects (for a MAP estimate:
-// the prior penalty), plus the point linear mean's prior penalty |beta|^2 / (2 sd^2); adds its
+// the prior penalty), plus the prior penalties of the point estimates: the linear mean's
+// |beta|^2 / (2 sd^2) and each unit effect's -log p(log sigma_u) (unit_effect_prior_rate); adds its
 // gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 

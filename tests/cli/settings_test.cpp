@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "cli/model_setup.hpp"
 #include "cli/params.hpp"
@@ -70,6 +71,16 @@ TEST(Settings, UnitEffectScopeFollowsThePeriods) {
   EXPECT_THROW(model_spec(settings_of(defaults_with(
                    {"data.time=2019-01..2019-06", "model.covariance=exact", "model.unit_effect_scope=unit"}))),
                ConfigError);
+}
+
+// model.unit_effect_prior_sd / _prob: P(sigma > sd) = prob under sigma ~ Exponential(rate).
+TEST(Settings, UnitEffectPriorIsTheRateOfItsSdAndProbability) {
+  const ModelSpec s =
+      model_spec(settings_of(defaults_with({"model.unit_effect_prior_sd=0.2", "model.unit_effect_prior_prob=0.05"})));
+  EXPECT_NEAR(std::exp(-s.unit_effect_prior_rate * 0.2), 0.05, 1e-12);
+  EXPECT_EQ(model_spec(settings_of(defaults_with({"model.unit_effect_prior_sd=0"}))).unit_effect_prior_rate, 0);
+  EXPECT_THROW(settings_of(defaults_with({"model.unit_effect_prior_prob=1"})), ConfigError);
+  EXPECT_THROW(settings_of(defaults_with({"model.unit_effect_prior_sd=-0.1"})), ConfigError);
 }
 
 TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
