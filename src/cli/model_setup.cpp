@@ -247,6 +247,14 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
+int default_epochs(const Settings& settings, Optimizer optimizer) {
+  // Measured on 24 months of a 60-unit country (docs/experiments.md, "A penalised-complexity
+  // prior"): after 350 evaluations the shared unit effects still held part of the field and a
+  // static covariate's effect (maps' 95 % intervals covering 71 % of the truth); after 1,550 the
+  // effects' sd had fallen from 0.21 to 0.02 (truth 0) and the pixel MSE 35-fold.
+  return optimizer == Optimizer::lbfgs && settings.periods ? 1500 : 300;
+}
+
 Index inducing_count(const Settings& settings, Index training_units) {
   if (settings.model.inducing_count > 0) return settings.model.inducing_count;
   return std::clamp<Index>((training_units + 2) / 3, 32, 200);
@@ -259,7 +267,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.learning_rate = t.learning_rate;
   o.natgrad_step = t.natgrad_step;
   o.schedule = t.schedule;
-  o.epochs = t.epochs;
+  o.epochs = t.epochs > 0 ? t.epochs : default_epochs(settings, o.optimizer);
   o.first_stage_epochs = t.first_stage_epochs;
   o.batch_bags = t.batch_bags;
   o.tolerance = t.tolerance;

@@ -383,13 +383,15 @@ std::vector<Param> make_params() {
        "them all unless train.tolerance or early stopping ends it sooner)."},
       {"train.epochs",
        T::integer,
-       "300",
+       "0",
        {},
-       1,
+       0,
        10000000,
-       "Maximum number of epochs (for L-BFGS: objective evaluations). The negative_binomial likelihood and the "
-       "unit effect are fitted in two stages: first with the dispersion and the effect held at their start "
-       "(train.first_stage_epochs), then with everything free (this many)."},
+       "Maximum number of epochs (for L-BFGS: objective evaluations). 0 chooses it from the problem: 1500 for an "
+       "L-BFGS fit of several periods (data.time), whose unit effects take part of the field early and give it "
+       "back only slowly, else 300. The negative_binomial likelihood and the unit effect are fitted in two "
+       "stages: first with the dispersion and the effect held at their start (train.first_stage_epochs), then "
+       "with everything free (this many)."},
       {"train.first_stage_epochs",
        T::integer,
        "50",

@@ -83,6 +83,16 @@ TEST(Settings, UnitEffectPriorIsTheRateOfItsSdAndProbability) {
   EXPECT_THROW(settings_of(defaults_with({"model.unit_effect_prior_sd=-0.1"})), ConfigError);
 }
 
+// train.epochs 0: a space-time L-BFGS fit gets the longer budget its unit effects need.
+TEST(Settings, EpochBudgetFollowsThePeriodsAndTheOptimizer) {
+  const Settings months = settings_of(defaults_with({"data.time=2019-01..2019-06"}));
+  EXPECT_EQ(fit_options(months, 1, 1000).epochs, 1500);                 // L-BFGS
+  EXPECT_EQ(fit_options(months, 1, kFullBatchPixels + 1).epochs, 300);  // natgrad
+  EXPECT_EQ(fit_options(settings_of(defaults_with({})), 1, 1000).epochs, 300);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"data.time=2019-01..2019-06", "train.epochs=7"})), 1, 1000).epochs,
+            7);
+}
+
 TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   ModelSpec s = model_spec(settings_of(defaults_with({})));
   EXPECT_EQ(s.likelihood, LikelihoodKind::negative_binomial);
