@@ -172,7 +172,7 @@ TEST(Mpirun, AProcessKilledAloneEndsTheJobWithoutAModel) {
 TEST(Mpirun, AnErrorOnOneProcessEndsTheJob) {
   const fs::path out = scratch("error");
   const std::string cmd =
-      mpirun(1) + train_command(out.string()) + " : -np 1 " + train_command(out.string(), "--set train.epochs=0");
+      mpirun(1) + train_command(out.string()) + " : -np 1 " + train_command(out.string(), "--set train.epochs=-1");
   const test::RunResult r = test::run("timeout 120 " + cmd);
   EXPECT_EQ(2, r.code) << r.output;
   EXPECT_NE(std::string::npos, r.output.find("error (process 1 of 2)")) << r.output;
