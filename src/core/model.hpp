@@ -111,8 +111,7 @@ struct ModelSpec {
   bool unit_effect_shared = false;
   // Penalised-complexity prior on sigma_u of every unit effect (Simpson et al. 2017, as R
   // disaggregation's iid effect): sigma_u ~ Exponential(rate), so P(sigma_u > U) = alpha for
-  // rate = -log(alpha) / U. It keeps the effect from taking differences between units that the
-  // field can explain. 0: none, sigma_u at its maximum-ELBO value.
+  // rate = -log(alpha) / U; it pulls sigma_u toward 0. 0: none, sigma_u at its maximum-ELBO value.
   double unit_effect_prior_rate = 0;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
