@@ -235,6 +235,10 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     if (!m.spec.source_name.empty()) out << YAML::Key << "source" << YAML::Value << m.spec.source_name;
     out << YAML::Key << "learn_inducing" << YAML::Value << m.spec.learn_inducing;
     if (m.spec.map_estimate) out << YAML::Key << "prior_precision" << YAML::Value << m.spec.prior_precision;
+    // The prior the fit put on every unit effect's sigma_u (model.unit_effect_prior_sd), so the file
+    // says which objective its parameters maximise.
+    if (m.spec.unit_effect_prior_rate > 0 && m.spec.any_unit_effect())
+      out << YAML::Key << "unit_effect_prior_rate" << YAML::Value << m.spec.unit_effect_prior_rate;
     out << YAML::Key << "kernel" << YAML::Value;
     emit_kernel(out, m.kernel);
     out << YAML::Key << "mean" << YAML::Value << m.mean;
@@ -404,6 +408,11 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
   Model& m = f.model;
   m.spec.map_estimate = f.kind == ModelKind::nystrom;
   if (m.spec.map_estimate) m.spec.prior_precision = r.get<double>(mn, "prior_precision", "model.");
+  if (mn["unit_effect_prior_rate"]) {
+    m.spec.unit_effect_prior_rate = r.get<double>(mn, "unit_effect_prior_rate", "model.");
+    if (!(m.spec.unit_effect_prior_rate > 0) || !std::isfinite(m.spec.unit_effect_prior_rate))
+      r.broken("'model.unit_effect_prior_rate' must be a positive number");
+  }
   try {
     m.spec.likelihood = parse_likelihood(r.get<std::string>(mn, "likelihood", "model."));
     m.spec.link = parse_link(r.get<std::string>(mn, "link", "model."));

@@ -88,6 +88,7 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   f.model.spec.unit_effect = true;
   f.model.unit_effect.log_sd = std::log(0.7);
   f.model.unit_effect.units = {"north: 1", "0042", "\u00e9st"};
+  f.model.spec.unit_effect_prior_rate = -std::log(0.01) / 0.1;
   io::write_model_file(dir / "model.yaml", f);
   const io::ModelFile g = io::read_model_file(dir / "model.yaml");
   EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::negative_binomial);
@@ -98,6 +99,7 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_EQ(g.model.likelihood_params, f.model.likelihood_params);
   EXPECT_TRUE(g.model.spec.unit_effect);
   EXPECT_EQ(g.model.unit_effect.units, f.model.unit_effect.units);
+  EXPECT_EQ(g.model.spec.unit_effect_prior_rate, f.model.spec.unit_effect_prior_rate);
   EXPECT_EQ(g.model.pack(), f.model.pack());
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
   EXPECT_FALSE(g.model.spec.unit_effect_shared);
@@ -328,6 +330,8 @@ TEST(ModelFile, BrokenEntriesAreNamed) {
   expect_broken("version: 1", "version: 2", "format version 2");
   expect_broken("coordinates: 2", "coordinates: 3", "do not match");
   expect_broken("width: 10", "width: ten", "'grid.width' has the wrong type");
+  expect_broken("learn_inducing:", "unit_effect_prior_rate: -2\n  learn_inducing:",
+                "'model.unit_effect_prior_rate' must be a positive number");
 }
 
 }  // namespace
