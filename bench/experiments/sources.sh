@@ -10,7 +10,7 @@
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=$PWD/build/apps
+bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 seeds="1 2 3" units=120 noise=0.3

@@ -492,14 +492,12 @@ double unit_effect_prior_penalty(const Model& model, ModelGradient* grad) {
   const double rate = model.spec.unit_effect_prior_rate;
   if (!(rate > 0)) return 0;
   double penalty = 0;
-  Index k = 0;
   for (Index s = 0; s < model.spec.num_sources(); ++s) {
     if (!model.spec.source(s).unit_effect) continue;
     const double log_sd = model.unit_effect_of(s).log_sd;
     const double sd = std::exp(log_sd);
     penalty += rate * sd - log_sd - std::log(rate);
-    if (grad) grad->unit_effect[k] += rate * sd - 1;
-    ++k;
+    if (grad) grad->unit_effect[source_unit_effect_offset(model, s)] += rate * sd - 1;
   }
   return penalty;
 }
