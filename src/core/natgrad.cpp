@@ -19,6 +19,12 @@ bool natural_gradient_step(Model& model, const Vector& grad_mean, const Matrix& 
   P_new.diagonal().array() += step;
   const Eigen::LLT<Matrix> precision(P_new);
   if (precision.info() != Eigen::Success) return false;
+  // A term that is log-concave in f has grad_cov <= 0, so P' >= (1 - step) P. A term that is not
+  // (the square link's likelihood; a unit effect shared by several periods, whose term integrates
+  // the effect out and rewards variance where the months' residuals agree) can take P' close to
+  // singular: the variance explodes and exp(f) overflows. Such a step is refused, and halved by
+  // the caller, unless P' >= (1 - step) P / 2: the variance grows at most 2/(1 - step)-fold.
+  if (Eigen::LLT<Matrix>(P_new - 0.5 * (1 - step) * P).info() != Eigen::Success) return false;
   const Matrix LP_inv = lower_inverse(precision.matrixL());
   const Matrix S_new = LP_inv.transpose() * LP_inv;
   const Eigen::LLT<Matrix> cov(S_new);

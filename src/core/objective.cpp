@@ -15,9 +15,16 @@ namespace vbagg {
 
 namespace {
 
-Index kernel_parts(const Model& model) {
+// The M x n buffers a kernel evaluation keeps for its backward pass: each part's distances, and
+// each factor of a product term's values.
+Index kernel_buffers(const Model& model) {
   Index n = 0;
-  for (Index q = 0; q < model.num_latents(); ++q) n += static_cast<Index>(model.kernel_of(q).parts().size());
+  for (Index q = 0; q < model.num_latents(); ++q) {
+    const Kernel& k = model.kernel_of(q);
+    n += static_cast<Index>(k.parts().size());
+    for (const auto& term : k.terms())
+      if (term.size() > 1) n += static_cast<Index>(term.size());
+  }
   return n;
 }
 
@@ -107,11 +114,40 @@ struct BlockScratch {
   FeatureCache kernel;  // distances for the kernel backward
 };
 
+// One bag's forward pass, kept for its term and its way back: m, s2 (and T, C or d), and its pixel
+// blocks' K and R (and S) in `store` while they are kept.
+struct BagForward {
+  Index bag = 0, begin = 0, n = 0, block = 0, blocks = 0;
+  bool keep = false;        // every block's scratch stays in *store for the way back
+  bool one_scratch = true;  // one scratch serves every block (nothing kept)
+  Vector w, m, s2, d;
+  Matrix T, C;
+  KernelCache aa_cache;
+  std::vector<BlockScratch>* store = nullptr;
+  BlockScratch& scratch(Index b) const { return (*store)[one_scratch ? 0 : static_cast<size_t>(b)]; }
+  Index len_of(Index b) const { return std::min(block, n - b * block); }
+};
+
 // Per-thread scratch, reused from bag to bag so the large buffers are allocated once per thread.
 struct Workspace {
   std::vector<BlockScratch> blocks;
+  BagForward bag;
   Buffer U;
 };
+
+// The forward passes of bags sharing their unit's effect, kept from their moments to their way
+// back (elbo), and reused from call to call so their buffers are allocated once.
+struct KeptForwards {
+  std::vector<BagForward> bags;
+  std::vector<std::vector<BlockScratch>> blocks;
+  std::vector<double> bytes;  // what each one's buffers hold (they only grow)
+  double total = 0;           // their sum, held within ObjectiveOptions::cache_mb
+};
+
+KeptForwards& kept_forwards() {
+  static thread_local KeptForwards pool;
+  return pool;
+}
 
 // The features (K: kernel rows, then the fixed effects' rows) and R of pixels [begin, begin + len)
 // of the data.
@@ -175,90 +211,118 @@ class BlockProducts : public NystromProducts {
   std::vector<BlockScratch>& blocks_;
 };
 
-// One bag, in blocks of pixels: forward to m, s2 (and T or C), the bag term, then backward into
-// acc. The blocks' K and R are kept for the backward pass while they fit in the cache budget and
+// Pixels per block of a bag: the exact covariance couples every pair of pixels, so that mode
+// takes the bag as one block.
+Index block_of(BagNeeds needs, Index n, const ObjectiveOptions& opt) {
+  return needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
+}
+
+// The bytes a bag's kept blocks take (K, R, S and the kernel's buffers) and its T: each block's
+// buffers are sized to its pixels, and after a bag of full blocks they hold that many.
+double kept_bytes(const Model& model, BagNeeds needs, Index n, const ObjectiveOptions& opt) {
+  const Index block = block_of(needs, n, opt), blocks = (n + block - 1) / block;
+  const double per_pixel = static_cast<double>(model.num_q()) * 8.0 *
+                           ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_buffers(model)) +
+                            (needs == BagNeeds::nystrom ? 1.0 : 0.0));
+  return per_pixel * static_cast<double>(blocks == 1 ? n : blocks * block);
+}
+
+// Bag a's forward pass in blocks of pixels. The blocks' K and R are kept for the backward pass
+// while they fit in the cache budget (or when `kept` says the caller has made room for them) and
 // recomputed otherwise, so memory stays bounded whatever the bag size.
-void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
-                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, const SharedUnitPass& shared,
-                 Workspace& ws, Accumulator& acc) {
+void bag_forward(const Model& model, const Posterior& post, const Dataset& data, Index a, const SourceTerm& src,
+                 bool with_grad, bool kept, const ObjectiveOptions& opt, std::vector<BlockScratch>& store,
+                 BagForward& f) {
   const BagNeeds needs = src.needs;
-  const Index begin = data.bag_begin(a), n = data.bag_size(a), M = model.num_inducing(), Mq = model.num_q();
-  // The exact covariance couples every pair of pixels: that mode takes the bag as one block.
-  const Index block = needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
-  const Index blocks = (n + block - 1) / block;
-  const double bytes_per_block = static_cast<double>(Mq) * static_cast<double>(block) * 8.0 *
-                                 ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_parts(model)));
-  const bool keep = blocks == 1 || blocks * bytes_per_block <= opt.cache_mb * 1048576.0;
+  f.bag = a;
+  f.begin = data.bag_begin(a);
+  f.n = data.bag_size(a);
+  f.block = block_of(needs, f.n, opt);
+  f.blocks = (f.n + f.block - 1) / f.block;
+  f.keep = kept || f.blocks == 1 || kept_bytes(model, needs, f.n, opt) <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
   // unless a residual-form term reads the blocks' features again for its products with T.
-  const bool one_scratch = !keep || (!with_grad && needs != BagNeeds::residual);
-  if (static_cast<Index>(ws.blocks.size()) < (one_scratch ? 1 : blocks)) ws.blocks.resize(one_scratch ? 1 : blocks);
-  auto scratch = [&](Index b) -> BlockScratch& { return ws.blocks[one_scratch ? 0 : b]; };
-  auto len_of = [&](Index b) { return std::min(block, n - b * block); };
+  f.one_scratch = !f.keep || (!with_grad && needs != BagNeeds::residual);
+  f.store = &store;
+  const Index scratches = f.one_scratch ? 1 : f.blocks;
+  if (static_cast<Index>(store.size()) < scratches) store.resize(static_cast<size_t>(scratches));
 
-  const Vector w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
-  Vector m(n), s2(n), d;
-  Matrix T, C;
-  if (needs == BagNeeds::residual) d.resize(n);
-  if (needs == BagNeeds::nystrom) T.resize(Mq, n);
-  for (Index b = 0; b < blocks; ++b) {
-    BlockScratch& sb = scratch(b);
-    const Index off = b * block, len = len_of(b);
+  const Index begin = f.begin, n = f.n;
+  f.w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
+  f.m.resize(n);
+  f.s2.resize(n);
+  f.d.resize(needs == BagNeeds::residual ? n : 0);
+  f.T.resize(needs == BagNeeds::nystrom ? model.num_q() : 0, needs == BagNeeds::nystrom ? n : 0);
+  f.C.resize(0, 0);
+  for (Index b = 0; b < f.blocks; ++b) {
+    BlockScratch& sb = f.scratch(b);
+    const Index off = b * f.block, len = f.len_of(b);
     forward_block(model, post, data, begin + off, len, needs, sb);
     const auto K = sb.K.view(), R = sb.R.view();
-    m.segment(off, len).noalias() = K.transpose() * post.alpha;
+    f.m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
-      s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
+      f.s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
     else
-      s2.segment(off, len) =
+      f.s2.segment(off, len) =
           (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     if (needs == BagNeeds::nystrom) {
       if (model.spec.map_estimate)
-        T.middleCols(off, len).setZero();  // a point mass has no covariance
+        f.T.middleCols(off, len).setZero();  // a point mass has no covariance
       else
-        T.middleCols(off, len).noalias() = post.B * K;
+        f.T.middleCols(off, len).noalias() = post.B * K;
     }
     if (needs == BagNeeds::residual) {
       if (model.spec.map_estimate)
-        d.segment(off, len).setZero();
+        f.d.segment(off, len).setZero();
       else
-        d.segment(off, len) =
+        f.d.segment(off, len) =
             (post.kdiag - K.cwiseProduct(sb.S.view()).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
     }
   }
-  m.array() += model.mean_of(src.spec.task);
+  f.m.array() += model.mean_of(src.spec.task);
   const Index linear = model.spec.num_linear_point();
   if (linear > 0)
-    m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
-  KernelCache aa_cache;
+    f.m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
   if (needs == BagNeeds::exact) {
     const auto Xa = data.inputs.middleCols(begin, n);
-    C.resize(n, n);
-    model.kernel.cross_into(Xa, Xa, C, aa_cache);
-    C.noalias() -= ws.blocks[0].K.view().transpose() * ws.blocks[0].R.view();
+    f.C.resize(n, n);
+    f.aa_cache = KernelCache();
+    model.kernel.cross_into(Xa, Xa, f.C, f.aa_cache);
+    f.C.noalias() -= store[0].K.view().transpose() * store[0].R.view();
   }
-  BagPosterior bag(m, s2, w, data.response[a], data.trials_of(a));
-  if (T.size()) bag.T = &T;
-  if (C.size()) bag.C = &C;
-  const BlockProducts products(model, post, data, begin, n, block, blocks == 1 || !one_scratch, ws.blocks);
-  if (needs == BagNeeds::residual) {
-    bag.d = &d;
+}
+
+// The bag's term l_a from its forward pass, and its derivatives into g when given.
+double bag_term_of(const Model& model, const Posterior& post, const Dataset& data, const BagForward& f,
+                   const SourceTerm& src, const ObjectiveOptions& opt, const SharedUnitPass& shared, BagGradient* g) {
+  BagPosterior bag(f.m, f.s2, f.w, data.response[f.bag], data.trials_of(f.bag));
+  if (f.T.size()) bag.T = &f.T;
+  if (f.C.size()) bag.C = &f.C;
+  const BlockProducts products(model, post, data, f.begin, f.n, f.block, f.blocks == 1 || !f.one_scratch, *f.store);
+  if (src.needs == BagNeeds::residual) {
+    bag.d = &f.d;
     bag.t = &products;
   }
   bag.has_unit_effect = src.spec.unit_effect;
   bag.unit_log_sd = src.unit_log_sd;
   bag.shared_unit = shared;
-  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(data.global_bag_of(a)),
+  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(data.global_bag_of(f.bag)),
                model.spec.samples};
-  BagGradient g;
-  acc.value += bag_term(src.spec, *src.params, bag, with_grad ? &g : nullptr);
-  if (with_grad && src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
-  if (!with_grad) return;
+  return bag_term(src.spec, *src.params, bag, g);
+}
 
+// The bag's way back from its term's derivatives g into acc, through its blocks (kept from the
+// forward pass, or recomputed).
+void bag_backward(const Model& model, const Posterior& post, const Dataset& data, BagForward& f, double scale,
+                  const SourceTerm& src, BagGradient& g, Workspace& ws, Accumulator& acc) {
+  const BagNeeds needs = src.needs;
+  const Index begin = f.begin, n = f.n, M = model.num_inducing();
+  if (src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
   g.gm *= scale;
   g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
   if (g.g_params.size()) acc.g_likelihood.segment(src.likelihood_offset, g.g_params.size()) += scale * g.g_params;
   acc.g_mean += g.gm.sum();
+  const Index linear = model.spec.num_linear_point();
   if (linear > 0)
     acc.g_linear.segment(src.spec.task * linear, linear).noalias() +=
         data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
@@ -277,12 +341,12 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   if (needs == BagNeeds::exact) {
     g.gC *= scale;
     gCsym = 0.5 * (g.gC + g.gC.transpose());
-    model.kernel.cross_backward(gCsym, aa_cache, acc.g_kernel, nullptr);
+    model.kernel.cross_backward(gCsym, f.aa_cache, acc.g_kernel, nullptr);
   }
-  for (Index b = 0; b < blocks; ++b) {
-    BlockScratch& sb = scratch(b);
-    const Index off = b * block, len = len_of(b);
-    if (!keep) forward_block(model, post, data, begin + off, len, needs, sb);
+  for (Index b = 0; b < f.blocks; ++b) {
+    BlockScratch& sb = f.scratch(b);
+    const Index off = b * f.block, len = f.len_of(b);
+    if (!f.keep) forward_block(model, post, data, begin + off, len, needs, sb);
     const auto K = sb.K.view();
     auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
@@ -293,7 +357,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
     if (needs == BagNeeds::exact) {
       acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
       // dL/dK from C = ... - K^T R, before R is overwritten.
-      ws.U.shape(Mq, len).noalias() = -2.0 * dK * gCsym;
+      ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
     }
     // dL/dK from m and s2 (and T or C).
     for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
@@ -309,16 +373,28 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
       const auto S = sb.S.view();
       for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
       // T = B K through its products: dB += U (K V)^T, dK += (B^T U) V^T.
-      for (size_t f = 0; f < factors.size(); ++f) {
-        const auto V = g.gT_factors[f].second.middleRows(off, len);
-        acc.g_B.noalias() += g.gT_factors[f].first * (K * V).transpose();
-        dK.noalias() += factors[f].first * V.transpose();
+      for (size_t k = 0; k < factors.size(); ++k) {
+        const auto V = g.gT_factors[k].second.middleRows(off, len);
+        acc.g_B.noalias() += g.gT_factors[k].first * (K * V).transpose();
+        dK.noalias() += factors[k].first * V.transpose();
       }
     }
     // The fixed effects' rows of the features are data: only the kernel rows pass on.
     features_backward(model, dK.topRows(M), sb.kernel, acc.g_kernel,
                       model.spec.learn_inducing ? &acc.g_inducing : nullptr);
   }
+}
+
+// One bag: forward, term, and way back. A bag sharing its unit's effect takes two calls, one with
+// each half of `shared` (its moments; then the way back), and recomputes its forward pass.
+void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
+                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, const SharedUnitPass& shared,
+                 Workspace& ws, Accumulator& acc) {
+  BagForward& f = ws.bag;
+  bag_forward(model, post, data, a, src, with_grad, false, opt, ws.blocks, f);
+  BagGradient g;
+  acc.value += bag_term_of(model, post, data, f, src, opt, shared, with_grad ? &g : nullptr);
+  if (with_grad) bag_backward(model, post, data, f, scale, src, g, ws, acc);
 }
 
 // The listed bags whose unit effect is shared with other listed bags of their unit (its periods),
@@ -566,6 +642,31 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   auto source_of = [&](size_t k) -> const SourceTerm& {
     return sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
   };
+  // A shared bag's forward pass is kept from its moments to its way back while the kept buffers,
+  // which stay from call to call, fit cache_mb in all (bags taken in list order), so it runs once;
+  // the others run it again on the way back. Either way the numbers are the same.
+  std::vector<int> kept_at(bags.size(), -1);
+  KeptForwards& kept = kept_forwards();
+  if (with_grad && !units.empty()) {
+    const double budget = options.cache_mb * 1048576.0;
+    size_t count = 0;
+    for (size_t k = 0; k < bags.size(); ++k) {
+      if (unit_of[k] < 0) continue;
+      const double need = kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
+      const double held = count < kept.bytes.size() ? kept.bytes[count] : 0.0;
+      if (need > held && kept.total + (need - held) > budget) continue;
+      if (count == kept.bytes.size()) {
+        kept.bytes.push_back(0);
+        kept.bags.emplace_back();
+        kept.blocks.emplace_back();
+      }
+      if (need > held) {
+        kept.total += need - held;
+        kept.bytes[count] = need;
+      }
+      kept_at[k] = static_cast<int>(count++);
+    }
+  }
   // pass 0: every bag, the shared ones' moments only; pass 1: the shared ones' way back. Slots are
   // taken dynamically in order: a slot's bags and its accumulator do not depend on which thread
   // runs it, and the largest bags start first, so minibatches of a few bags of very different
@@ -582,8 +683,22 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
           if (unit_of[k] >= 0 && pass == 0) shared.record = &unit_moments[k];
           if (unit_of[k] >= 0 && pass == 1) shared.given = &unit_terms[static_cast<size_t>(unit_of[k])].d[place[k]];
           const SourceTerm& src = source_of(k);
-          process_bag(model, *src.post, data, bags[k], scale, src, with_grad && !shared.record, options, shared, ws,
-                      acc[static_cast<size_t>(s * tasks + src.spec.task)]);
+          Accumulator& into = acc[static_cast<size_t>(s * tasks + src.spec.task)];
+          if (kept_at[k] < 0) {
+            process_bag(model, *src.post, data, bags[k], scale, src, with_grad && !shared.record, options, shared, ws,
+                        into);
+            continue;
+          }
+          BagForward& f = kept.bags[static_cast<size_t>(kept_at[k])];
+          if (pass == 0) {
+            bag_forward(model, *src.post, data, bags[k], src, true, true, options,
+                        kept.blocks[static_cast<size_t>(kept_at[k])], f);
+            bag_term_of(model, *src.post, data, f, src, options, shared, nullptr);
+          } else {
+            BagGradient g;
+            bag_term_of(model, *src.post, data, f, src, options, shared, &g);
+            bag_backward(model, *src.post, data, f, scale, src, g, ws, into);
+          }
         }
       } catch (...) {
         errors[s] = std::current_exception();

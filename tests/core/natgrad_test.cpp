@@ -190,6 +190,33 @@ TEST(NaturalGradientFit, RollsBackDivergedSteps) {
   }
 }
 
+// A data term that rewards variance (grad_cov with a positive direction, as a unit effect shared by
+// several months gives) would take the precision close to singular. The step is refused unless
+// the new precision keeps (1 - step)/2 of the old, so the variance grows at most 2/(1 - step)-fold
+// per step; a smaller step is taken, and a term that penalises variance is never refused.
+TEST(NaturalGradient, RefusesAStepThatNearlyLosesThePrecision) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 3);
+  model.q_mean.setZero();
+  model.q_chol = Matrix::Identity(kM, kM);  // S = P = I
+  Matrix rewards = Matrix::Zero(kM, kM);
+  rewards(0, 0) = 0.9;  // dELBO/dS: P' = I - 1.8 step e0 e0^T (+ the prior's pull, zero at S = I)
+  const Model before = model;
+  // step 0.5: P'(0,0) = 0.1 is positive, yet under (1 - 0.5)/2 = 0.25: a ten-fold variance, refused.
+  EXPECT_FALSE(natural_gradient_step(model, Vector::Zero(kM), rewards, 0.5));
+  EXPECT_EQ(model.q_chol, before.q_chol);
+  EXPECT_EQ(model.q_mean, before.q_mean);
+  // step 0.25: P'(0,0) = 0.55 >= 0.375, taken; the variance is 1/0.55.
+  ASSERT_TRUE(natural_gradient_step(model, Vector::Zero(kM), rewards, 0.25));
+  const Matrix S = model.q_chol * model.q_chol.transpose();
+  EXPECT_NEAR(S(0, 0), 1 / 0.55, 1e-12);
+  EXPECT_NEAR(S(1, 1), 1.0, 1e-12);
+  // A penalty on the variance however large: the precision only grows, never refused.
+  model = before;
+  ASSERT_TRUE(natural_gradient_step(model, Vector::Zero(kM), -1e6 * Matrix::Identity(kM, kM), 0.9));
+  EXPECT_NEAR((model.q_chol * model.q_chol.transpose())(0, 0), 1 / (0.1 + 0.9 * (1 + 2e6)), 1e-15);
+}
+
 TEST(NaturalGradient, RefusesAMapEstimate) {
   ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
   spec.map_estimate = true;

@@ -211,6 +211,34 @@ TEST(SharedUnitEffect, ElboGradientMatchesFiniteDifferences) {
     }
 }
 
+// A shared bag keeps its forward pass from its moments to its way back while the kept ones fit the
+// cache budget; the others recompute it, block by block. All kept, some kept, and none kept give
+// the same ELBO and gradient, and the recomputed path's gradient matches central differences.
+TEST(SharedUnitEffect, KeptAndRecomputedForwardPassesAgree) {
+  for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const Dataset data = two_period_data(lik);
+    const Model model = shared_model(lik, CovarianceMode::nystrom);
+    const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};
+    ObjectiveOptions kept, some, recomputed;
+    some.block = recomputed.block = 2;
+    some.cache_mb = 3.0 * model.num_q() * 8 * 6 * 4 / 1048576.0;  // room for a few bags' blocks
+    recomputed.cache_mb = 0;
+    Vector g_kept;
+    const double e_kept = elbo(model, data, bags, 1.5, &g_kept, kept).elbo;
+    for (const ObjectiveOptions& other : {some, recomputed}) {
+      Vector g;
+      const double e = elbo(model, data, bags, 1.5, &g, other).elbo;
+      EXPECT_NEAR(e_kept, e, 1e-12 * std::abs(e_kept)) << to_string(lik);
+      EXPECT_LT((g_kept - g).cwiseAbs().maxCoeff(), 1e-10 * (1 + g_kept.cwiseAbs().maxCoeff())) << to_string(lik);
+    }
+    Vector g_recomputed;
+    elbo(model, data, bags, 1.5, &g_recomputed, recomputed);
+    const Vector numeric = test::numeric_gradient(model, data, bags, 1.5, 1e-3, recomputed);
+    std::string worst;
+    EXPECT_LT(test::gradient_error(model, g_recomputed, numeric, &worst), 1e-6) << to_string(lik) << " " << worst;
+  }
+}
+
 // Units of one bag each: sharing changes nothing. Units of two: the ELBO differs, and the same
 // for any order of the bags and any number of threads.
 TEST(SharedUnitEffect, ElboOfOneBagUnitsIsThePerBagElbo) {
