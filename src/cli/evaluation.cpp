@@ -49,15 +49,16 @@ void count_calibration(const Predictor& predictor, const Dataset& d, const std::
   std::vector<double> pit;
   std::mt19937_64 pit_rng(12345);
   std::uniform_real_distribution<double> unif(0, 1);
-  for (Index k = 0; k < r.units; ++k) {
-    const Vector draws = predictor.unit_draws(d, bags[static_cast<size_t>(k)], samples, threads);
+  const std::vector<Index> scored(bags.begin(), bags.begin() + r.units);
+  predictor.unit_draws(d, scored, samples, threads, [&](size_t place, const Vector& draws) {
+    const double yk = y[static_cast<Index>(place)];
     for (size_t l = 0; l < r.levels.size(); ++l) {
       const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
       const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
-      if (y[k] >= lo && y[k] <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
+      if (yk >= lo && yk <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
     }
-    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
-  }
+    pit.push_back(randomized_pit(draws, yk, unif(pit_rng)));
+  });
   r.count_pit = unit_histogram(pit, kPitBins);
 }
 

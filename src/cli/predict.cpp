@@ -288,11 +288,11 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
   Matrix predicted = Matrix::Zero(4, static_cast<Index>(built.units.size()));  // total, lower, upper, population
   const Vector totals = local.empty() ? Vector() : m.predictor->unit_totals(d, local, threads);
   const Vector bag_weight = d.bag_weights();
-  for (Index a : local) {
-    const Vector draws = m.predictor->unit_draws(d, a, samples, threads);
+  m.predictor->unit_draws(d, local, samples, threads, [&](size_t place, const Vector& draws) {
+    const Index a = local[place];
     predicted.col(d.global_bag_of(a) - built.first_unit) << totals[a], empirical_quantile(draws, lo),
         empirical_quantile(draws, hi), bag_weight[a];
-  }
+  });
   shared_over.sum(predicted);
   const std::vector<std::string> none;
   const std::vector<std::string>& train = m.same_units ? m.file.train_units : none;

@@ -33,15 +33,17 @@ class GpPredictor final : public Predictor {
     return predicted_bag_totals(model_, d, bags, threads, same_units_);
   }
 
-  Vector unit_draws(const Dataset& d, Index a, int samples, int threads) const override {
-    const Index b = d.bag_begin(a), n = d.bag_size(a);
-    const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
-    const Model& view = view_of(d, a);
-    const UnitEffectMoments unit = bag_unit_effects(view, d, {a}, 1, same_units_)[0];
-    Vector draws = bag_predictive_draws(view, d.inputs.middleCols(b, n), w, samples, draw_seed(d, a), unit,
-                                        d.trials_of(a), threads);
-    std::sort(draws.data(), draws.data() + draws.size());
-    return draws;
+  void unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads,
+                  const DrawsOf& use) const override {
+    const std::vector<UnitEffectMoments> units = bag_unit_effects(model_, d, bags, threads, same_units_);
+    for (size_t k = 0; k < bags.size(); ++k) {
+      const Index a = bags[k], b = d.bag_begin(a), n = d.bag_size(a);
+      const Vector w = d.coverage.segment(b, n).cwiseProduct(d.population.segment(b, n));
+      Vector draws = bag_predictive_draws(view_of(d, a), d.inputs.middleCols(b, n), w, samples, draw_seed(d, a),
+                                          units[k], d.trials_of(a), threads);
+      std::sort(draws.data(), draws.data() + draws.size());
+      use(k, draws);
+    }
   }
 
   // A Poisson model without a unit effect is scored by the Poisson NLL of its totals (exact);
@@ -91,13 +93,18 @@ class ConstantPredictor final : public Predictor {
     return t;
   }
 
-  Vector unit_draws(const Dataset& d, Index a, int samples, int) const override {
-    std::mt19937_64 rng(draw_seed(d, a));
-    std::poisson_distribution<long long> poisson(rate(&d.bag_ids[bag(a)]) * d.bag_weights()[a]);
+  void unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int,
+                  const DrawsOf& use) const override {
+    const Vector P = d.bag_weights();
     Vector draws(samples);
-    for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));
-    std::sort(draws.data(), draws.data() + draws.size());
-    return draws;
+    for (size_t k = 0; k < bags.size(); ++k) {
+      const Index a = bags[k];
+      std::mt19937_64 rng(draw_seed(d, a));
+      std::poisson_distribution<long long> poisson(rate(&d.bag_ids[bag(a)]) * P[a]);
+      for (int s = 0; s < samples; ++s) draws[s] = static_cast<double>(poisson(rng));
+      std::sort(draws.data(), draws.data() + draws.size());
+      use(k, draws);
+    }
   }
 
   double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals, int) const override {

@@ -3,6 +3,7 @@
 // what it can give (a posterior, a latent field) rather than comparing kinds.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,10 +30,13 @@ class Predictor {
 
   // Predicted totals of the listed bags of d (inputs in the model's order, standardised).
   virtual Vector unit_totals(const Dataset& d, const std::vector<Index>& bags, int threads) const = 0;
-  // Sorted predictive draws of one bag's observation (the joint latent draws and the observation
-  // noise; point estimates: the noise only). Seeded by the bag, so predict and eval agree, and the
-  // same for any number of threads.
-  virtual Vector unit_draws(const Dataset& d, Index bag, int samples, int threads) const = 0;
+  // Sorted predictive draws of each listed bag's observation (the joint latent draws and the
+  // observation noise; point estimates: the noise only), handed to `use` with the bag's place in
+  // the list, one bag at a time. What the bags share (their unit effects) is worked out once for
+  // the list. Seeded by the bag, so predict and eval agree, and the same for any number of threads.
+  using DrawsOf = std::function<void(size_t place, const Vector& draws)>;
+  virtual void unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads,
+                          const DrawsOf& use) const = 0;
   // Mean predictive NLL of the bags' observations; `totals` are their unit_totals.
   virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                               int threads) const = 0;

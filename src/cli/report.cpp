@@ -212,15 +212,14 @@ SeasonalCurve seasonal_curve(const LoadedModel& m, const io::BuiltData& built, c
     if (base(d.bag_ids[static_cast<size_t>(a)]) == c.unit) bags.push_back(a);
   if (bags.empty()) throw DataError("--unit " + c.unit + ": no unit of that id in the data");
   const Vector totals = m.predictor->unit_totals(d, bags, threads);
-  for (size_t k = 0; k < bags.size(); ++k) {
+  m.predictor->unit_draws(d, bags, samples, threads, [&](size_t k, const Vector& draws) {
     const Index a = bags[k];
-    const Vector draws = m.predictor->unit_draws(d, a, samples, threads);
     c.periods.push_back(built.time[static_cast<size_t>(built.units[static_cast<size_t>(a)].period)].label);
     c.observed.push_back(d.response[a]);
     c.predicted.push_back(totals[static_cast<Index>(k)]);
     c.lower.push_back(empirical_quantile(draws, 0.025));
     c.upper.push_back(empirical_quantile(draws, 0.975));
-  }
+  });
   return c;
 }
 

@@ -398,10 +398,13 @@ TEST(Predictor, KindsAndConstantRates) {
   const Prediction px = same->predict_pixels(Matrix(0, 2), {&a, nullptr}, PredictOptions{});
   EXPECT_DOUBLE_EQ(px.mean[0], 0.5);
   EXPECT_DOUBLE_EQ(px.mean[1], 0.2);
-  // Poisson draws around the total: mean within 4 standard errors, sorted.
-  const Vector draws = same->unit_draws(d, 0, 4000, 1);
-  EXPECT_TRUE(std::is_sorted(draws.data(), draws.data() + draws.size()));
-  EXPECT_NEAR(draws.mean(), 10.0, 4 * std::sqrt(10.0 / 4000));
+  // Poisson draws around each listed bag's total, in the list's order: means within 4 standard
+  // errors, sorted.
+  std::vector<Vector> draws(2);
+  same->unit_draws(d, {1, 0}, 4000, 1, [&](size_t place, const Vector& v) { draws[place] = v; });
+  for (const Vector& v : draws) EXPECT_TRUE(std::is_sorted(v.data(), v.data() + v.size()));
+  EXPECT_NEAR(draws[0].mean(), 4.0, 4 * std::sqrt(4.0 / 4000));
+  EXPECT_NEAR(draws[1].mean(), 10.0, 4 * std::sqrt(10.0 / 4000));
 }
 
 }  // namespace
