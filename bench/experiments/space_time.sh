@@ -17,6 +17,8 @@
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# gdalinfo (gdal-bin) and bc, which a build machine lacks; the installer's notes go to stderr.
+scripts/deps.sh gdal-bin bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
