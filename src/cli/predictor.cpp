@@ -35,6 +35,7 @@ class GpPredictor final : public Predictor {
 
   void unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads,
                   const DrawsOf& use) const override {
+    if (bags.empty()) return;  // an MPI process may hold no units
     const std::vector<UnitEffectMoments> units = bag_unit_effects(model_, d, bags, threads, same_units_);
     for (size_t k = 0; k < bags.size(); ++k) {
       const Index a = bags[k], b = d.bag_begin(a), n = d.bag_size(a);
