@@ -408,8 +408,9 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
             decay * lr * (m1.tail(rest).array() / c1) / ((m2.tail(rest).array() / c2).sqrt() + eps);
       }
       if (natural) {
-        // A precision that is not positive definite (possible for the square link, whose
-        // likelihood is not log-concave in f) halves the step until it is.
+        // A precision that is not positive definite, or would nearly lose the old one (possible
+        // where the term is not log-concave in f: the square link, a unit effect), halves the
+        // step until it is (natural_gradient_step).
         double gamma = decay * step_size;
         while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
         theta.head(q_params) = model.pack().head(q_params);
