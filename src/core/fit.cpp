@@ -416,6 +416,9 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         theta.head(q_params) = model.pack().head(q_params);
       }
       model.unpack(theta);
+      // Every parameter as the model holds it: one that Adam stepped past its floor
+      // (kUnitLogSdFloor) goes on from the floor.
+      theta = model.pack();
     }
     EpochInfo info;
     info.epoch = epoch;

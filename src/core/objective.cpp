@@ -777,7 +777,10 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   ModelGradient gkl(model);
   out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;
-  if (with_grad) *grad = g_data - gkl.pack(model);
+  if (with_grad) {
+    *grad = g_data - gkl.pack(model);
+    drop_gradient_past_floor(model, *grad);
+  }
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include "param_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "likelihood.hpp"
@@ -224,7 +225,8 @@ Index unit_effect_size(const Model& m) {
 }
 
 // log sigma_u of each source with a unit effect (the effect itself is integrated out of each bag's
-// likelihood).
+// likelihood), held at or above kUnitLogSdFloor: a value below it is read as the floor
+// (drop_gradient_past_floor drops the gradient that presses on it).
 const ParamBlock kUnitEffect{
     ParamBlockId::unit_effect,
     unit_effect_size,
@@ -235,7 +237,7 @@ const ParamBlock kUnitEffect{
     [](Model& m, const double* in) {
       m.more_sources.resize(static_cast<size_t>(m.spec.num_sources() - 1));
       for (Index s = 0; s < m.spec.num_sources(); ++s)
-        if (m.spec.source(s).unit_effect) m.unit_effect_of(s).log_sd = *in++;
+        if (m.spec.source(s).unit_effect) m.unit_effect_of(s).log_sd = std::max(*in++, kUnitLogSdFloor);
     },
     [](const Model& m, std::vector<std::string>& out) {
       for (Index s = 0; s < m.spec.num_sources(); ++s)
@@ -291,6 +293,15 @@ ParamSlice staged_slice(const Model& model) {
     later |= likelihood_of(model.spec.source(s).likelihood).fit_parameters_later();
   if (later) return {lik.offset, lik.size + unit.size};
   return unit;
+}
+
+void drop_gradient_past_floor(const Model& model, Vector& grad) {
+  const ParamSlice unit = param_slice(model, ParamBlockId::unit_effect);
+  for (Index s = 0, k = unit.offset; s < model.spec.num_sources(); ++s) {
+    if (!model.spec.source(s).unit_effect) continue;
+    if (model.unit_effect_of(s).log_sd <= kUnitLogSdFloor && grad[k] < 0) grad[k] = 0;
+    ++k;
+  }
 }
 
 Index source_likelihood_offset(const Model& model, Index s) {

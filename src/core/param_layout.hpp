@@ -50,6 +50,12 @@ ParamSlice param_slice(const Model& model, ParamBlockId id);
 // They are adjacent in the layout, so this is one slice (empty when there are none).
 ParamSlice staged_slice(const Model& model);
 
+// Zeroes the entries of an ELBO gradient that press a parameter held at its floor further down
+// (each unit effect's log sigma_u at kUnitLogSdFloor). Below the floor the objective does not
+// change, so this is its gradient there; it lets Adam's momentum die out and keeps L-BFGS's
+// line searches consistent.
+void drop_gradient_past_floor(const Model& model, Vector& grad);
+
 // Where source s's entries sit within the likelihood block (its likelihood parameters) and the
 // unit-effect block (its log sigma_u, when it has a unit effect).
 Index source_likelihood_offset(const Model& model, Index s);

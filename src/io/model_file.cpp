@@ -1,5 +1,6 @@
 #include "model_file.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -503,7 +504,7 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     for (size_t k = 0; k < lik_names.size(); ++k) params[static_cast<Index>(k)] = r.get<double>(node, lik_names[k], w);
     if (m.spec.source(s).unit_effect) {
       const YAML::Node ue = node["unit_effect"];
-      m.unit_effect_of(s).log_sd = r.get<double>(ue, "log_sd", w + "unit_effect.");
+      m.unit_effect_of(s).log_sd = std::max(r.get<double>(ue, "log_sd", w + "unit_effect."), kUnitLogSdFloor);
       m.unit_effect_of(s).units = r.strings(ue, "units", w + "unit_effect.");
       if (s == 0) m.spec.unit_effect_shared = ue["shared"] && r.get<bool>(ue, "shared", w + "unit_effect.");
       if (ue["posterior"]) {

@@ -9,6 +9,7 @@
 #include "core/fit.hpp"
 #include "core/likelihood.hpp"
 #include "core/objective.hpp"
+#include "core/param_layout.hpp"
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
@@ -176,10 +177,9 @@ TEST(UnitEffect, TrainingUnitsAreRecordedAndOtherModelsRefused) {
   EXPECT_THROW(bound.validate(), ConfigError);
 }
 
-// Bags whose counts carry a lognormal factor of sd 0.7 around a smooth rate: the fit learns a
-// spread near 0.7, its held-out unit intervals cover far more than without the effect, and the
-// effect stays at its start during the first stage.
-TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
+// 160 bags of 12 pixels around random centres, 100 people each, whose Poisson counts carry a
+// lognormal factor of sd `spread` (mean 1) around the rate e^{-1 + wave sin(x)}.
+Dataset overdispersed_counts(double spread, double wave) {
   const Index bags = 160, per_bag = 12, D = 2;
   std::mt19937_64 rng(21);
   std::normal_distribution<double> normal;
@@ -197,10 +197,85 @@ TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
   Vector y(bags);
   for (Index a = 0; a < bags; ++a) {
     double mu = 0;
-    for (Index i = a * per_bag; i < (a + 1) * per_bag; ++i) mu += pop[i] * std::exp(-1.0 + 0.5 * std::sin(X(0, i)));
-    y[a] = std::poisson_distribution<long long>(mu * std::exp(0.7 * normal(rng) - 0.245))(rng);
+    for (Index i = a * per_bag; i < (a + 1) * per_bag; ++i) mu += pop[i] * std::exp(-1.0 + wave * std::sin(X(0, i)));
+    y[a] = std::poisson_distribution<long long>(mu * std::exp(spread * normal(rng) - 0.5 * spread * spread))(rng);
   }
-  const Dataset data = make_dataset(X, pop, bag_of, y);
+  return make_dataset(X, pop, bag_of, y);
+}
+
+// Below its floor log sigma_u reads as the floor, the ELBO stays finite there, and a gradient
+// pressing further down is dropped, while one pointing up (here the prior's) is kept. Just above
+// the floor the terms are still exact: the gradient matches finite differences.
+TEST(UnitEffect, SpreadIsHeldAtItsFloor) {
+  const Dataset data = test::random_dataset(8, 20, 30, 2, LikelihoodKind::poisson, 5);
+  const std::vector<Index> bags = {0, 1, 2, 3, 4, 5, 6, 7};
+  Model model = model_with_units(LikelihoodKind::poisson);
+  const Index k = param_slice(model, ParamBlockId::unit_effect).offset;
+  Vector theta = model.pack();
+  theta[k] = -400;
+  model.unpack(theta);
+  EXPECT_EQ(model.unit_effect.log_sd, kUnitLogSdFloor);
+  EXPECT_EQ(model.pack()[k], kUnitLogSdFloor);
+  Vector g;
+  const ObjectiveValue at_floor = elbo(model, data, bags, 1.0, &g);
+  ASSERT_TRUE(std::isfinite(at_floor.elbo));
+  ASSERT_TRUE(g.allFinite());
+  EXPECT_GE(g[k], 0.0);
+  Model prior = model;
+  prior.spec.unit_effect_prior_rate = 10;
+  elbo(prior, data, bags, 1.0, &g);
+  EXPECT_GT(g[k], 0.5) << "the prior's push away from sigma_u = 0 survives";
+
+  model.unit_effect.log_sd = kUnitLogSdFloor + 0.5;
+  elbo(model, data, bags, 1.0, &g);
+  const Vector numeric = test::numeric_gradient(model, data, bags, 1.0);
+  std::string worst;
+  EXPECT_LT(test::gradient_error(model, g, numeric, &worst), 1e-6) << worst;
+  EXPECT_NEAR(g[k], numeric[k], 1e-6 * std::max(1.0, std::abs(numeric[k]))) << worst;
+}
+
+// Counts that all equal their expected count 1200 e^-1, with less spread than Poisson's: every bag
+// tells the ELBO that a smaller sigma_u is better. natgrad's Adam steps on the other parameters
+// forget old gradients within ~10 steps, so they do not shrink as that gradient fades, and they
+// walked log sigma_u down until sigma_u^2 underflowed (the fit failed within its first epoch). The
+// floor stops them, and the fit stays finite to the end.
+TEST(UnitEffect, NatgradStopsAtTheFloorWhereNoSpreadIsBest) {
+  Dataset data = overdispersed_counts(0.0, 0.0);
+  data.response.setConstant(std::round(1200 * std::exp(-1.0)));
+  std::vector<Index> train(data.num_bags());
+  for (Index a = 0; a < data.num_bags(); ++a) train[a] = a;
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  InitOptions init;
+  init.inducing = 15;
+  Model model = init_model(spec, make_kernel("rbf", "none", 2, 0), data, init);
+  model.unit_effect.log_sd = kUnitLogSdFloor + 1;
+  FitOptions fo;
+  fo.optimizer = Optimizer::natgrad;
+  fo.learning_rate = 0.05;
+  fo.batch_bags = 10;
+  fo.epochs = 40;
+  fo.tolerance = 0;
+  fo.staged = false;
+  double lowest = INFINITY;
+  fo.on_epoch = [&](const EpochInfo& e) {
+    EXPECT_TRUE(std::isfinite(e.elbo)) << "epoch " << e.epoch;
+    lowest = std::min(lowest, model.unit_effect.log_sd);
+    return true;
+  };
+  const FitResult r = fit(model, data, train, {}, fo);
+  EXPECT_EQ(r.epochs, 40);
+  EXPECT_EQ(lowest, kUnitLogSdFloor) << "the fit reached the floor";
+  EXPECT_EQ(model.unit_effect.log_sd, kUnitLogSdFloor) << "and stayed there";
+}
+
+// Bags whose counts carry a lognormal factor of sd 0.7 around a smooth rate: the fit learns a
+// spread near 0.7, its held-out unit intervals cover far more than without the effect, and the
+// effect stays at its start during the first stage.
+TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
+  const Index bags = 160, D = 2;
+  const Dataset data = overdispersed_counts(0.7, 0.5);
+  const Vector& y = data.response;
   std::vector<Index> train, test;
   for (Index a = 0; a < bags; ++a) (a % 4 == 0 ? test : train).push_back(a);
 
