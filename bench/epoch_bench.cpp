@@ -40,7 +40,7 @@ double gemm_gflops(Index M, int threads) {
   return best;
 }
 
-// FLOPs of one full-data objective + gradient pass as implemented in src/core/objective.cpp, counting
+// FLOPs of one full-data objective + gradient pass as implemented in src/core/bag_pass.cpp, counting
 // the dense products only (elementwise work is not counted, so the ratio to the floor is honest).
 double epoch_flops(const Dataset& data, Index M, const std::string& link, const std::string& covariance) {
   const double m = static_cast<double>(M), d = static_cast<double>(data.num_inputs());

@@ -1,0 +1,267 @@
+#include "bag_pass.hpp"
+
+#include "likelihood.hpp"
+
+namespace vbagg {
+
+namespace {
+
+// The M x n buffers a kernel evaluation keeps for its backward pass: each part's distances, and
+// each factor of a product term's values.
+Index kernel_buffers(const Model& model) {
+  Index n = 0;
+  for (Index q = 0; q < model.num_latents(); ++q) {
+    const Kernel& k = model.kernel_of(q);
+    n += static_cast<Index>(k.parts().size());
+    for (const auto& term : k.terms())
+      if (term.size() > 1) n += static_cast<Index>(term.size());
+  }
+  return n;
+}
+
+// The features (K: kernel rows, then the fixed effects' rows) and R of pixels [begin, begin + len)
+// of the data.
+void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
+                   BagNeeds needs, BlockScratch& b) {
+  const Index Mq = model.num_q();
+  auto K = b.K.shape(Mq, len);
+  features_into(model, data.inputs.middleCols(begin, len), K, b.kernel);
+  b.R.shape(Mq, len).noalias() = post.Q * K;
+  if (needs == BagNeeds::residual) b.S.shape(Mq, len).noalias() = post.P * K;
+}
+
+// lower(G) -= K diag(g) K^T, as two symmetric rank updates split by the sign of g (U is scratch).
+void subtract_weighted_gram(Matrix& G, const Eigen::Map<Matrix>& K, const Eigen::Ref<const Vector>& g, Buffer& U) {
+  const Vector pos = g.cwiseMax(0.0).cwiseSqrt(), neg = (-g).cwiseMax(0.0).cwiseSqrt();
+  for (const auto& [root, sign] : {std::pair<const Vector&, double>{pos, -1.0}, {neg, 1.0}}) {
+    if (!root.any()) continue;
+    auto W = U.shape(K.rows(), K.cols());
+    W.noalias() = K * root.asDiagonal();
+    G.selfadjointView<Eigen::Lower>().rankUpdate(W, sign);
+  }
+}
+
+// T V and T^T E of one bag, T = B K, from its blocks' features: kept from the forward pass, or
+// recomputed block by block when the bag is too large to keep them.
+class BlockProducts : public NystromProducts {
+ public:
+  BlockProducts(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index n, Index block,
+                bool kept, std::vector<BlockScratch>& blocks)
+      : model_(model), post_(post), data_(data), begin_(begin), n_(n), block_(block), kept_(kept), blocks_(blocks) {}
+
+  Index rows() const override { return model_.num_q(); }
+  Matrix times(const Matrix& V) const override {
+    Matrix KV = Matrix::Zero(model_.num_q(), V.cols());
+    for (Index off = 0; off < n_; off += block_) KV.noalias() += K(off) * V.middleRows(off, len(off));
+    return post_.B * KV;
+  }
+  Matrix transpose_times(const Matrix& E) const override {
+    const Matrix BtE = post_.B.transpose() * E;
+    Matrix out(n_, E.cols());
+    for (Index off = 0; off < n_; off += block_) out.middleRows(off, len(off)).noalias() = K(off).transpose() * BtE;
+    return out;
+  }
+
+ private:
+  Index len(Index off) const { return std::min(block_, n_ - off); }
+  Eigen::Map<const Matrix> K(Index off) const {
+    BlockScratch& b = blocks_[kept_ ? static_cast<size_t>(off / block_) : 0];
+    if (!kept_) {
+      auto K = b.K.shape(model_.num_q(), len(off));
+      features_into(model_, data_.inputs.middleCols(begin_ + off, len(off)), K, b.kernel);
+    }
+    const BlockScratch& c = b;
+    return c.K.view();
+  }
+  const Model& model_;
+  const Posterior& post_;
+  const Dataset& data_;
+  Index begin_, n_, block_;
+  bool kept_;
+  std::vector<BlockScratch>& blocks_;
+};
+
+// Pixels per block of a bag: the exact covariance couples every pair of pixels, so that mode
+// takes the bag as one block.
+Index block_of(BagNeeds needs, Index n, const ObjectiveOptions& opt) {
+  return needs == BagNeeds::exact ? n : std::max<Index>(1, opt.block);
+}
+
+}  // namespace
+
+KeptForwards& kept_forwards() {
+  static thread_local KeptForwards pool;
+  return pool;
+}
+
+double kept_bytes(const Model& model, BagNeeds needs, Index n, const ObjectiveOptions& opt) {
+  const Index block = block_of(needs, n, opt), blocks = (n + block - 1) / block;
+  const double per_pixel = static_cast<double>(model.num_q()) * 8.0 *
+                           ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_buffers(model)) +
+                            (needs == BagNeeds::nystrom ? 1.0 : 0.0));
+  return per_pixel * static_cast<double>(blocks == 1 ? n : blocks * block);
+}
+
+void bag_forward(const Model& model, const Posterior& post, const Dataset& data, Index a, const SourceTerm& src,
+                 bool with_grad, bool kept, const ObjectiveOptions& opt, std::vector<BlockScratch>& store,
+                 BagForward& f) {
+  const BagNeeds needs = src.needs;
+  f.bag = a;
+  f.begin = data.bag_begin(a);
+  f.n = data.bag_size(a);
+  f.block = block_of(needs, f.n, opt);
+  f.blocks = (f.n + f.block - 1) / f.block;
+  f.keep = kept || f.blocks == 1 || kept_bytes(model, needs, f.n, opt) <= opt.cache_mb * 1048576.0;
+  // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
+  // unless a residual-form term reads the blocks' features again for its products with T.
+  f.one_scratch = !f.keep || (!with_grad && needs != BagNeeds::residual);
+  f.store = &store;
+  const Index scratches = f.one_scratch ? 1 : f.blocks;
+  if (static_cast<Index>(store.size()) < scratches) store.resize(static_cast<size_t>(scratches));
+
+  const Index begin = f.begin, n = f.n;
+  f.w = data.coverage.segment(begin, n).cwiseProduct(data.population.segment(begin, n));
+  f.m.resize(n);
+  f.s2.resize(n);
+  f.d.resize(needs == BagNeeds::residual ? n : 0);
+  f.T.resize(needs == BagNeeds::nystrom ? model.num_q() : 0, needs == BagNeeds::nystrom ? n : 0);
+  f.C.resize(0, 0);
+  for (Index b = 0; b < f.blocks; ++b) {
+    BlockScratch& sb = f.scratch(b);
+    const Index off = b * f.block, len = f.len_of(b);
+    forward_block(model, post, data, begin + off, len, needs, sb);
+    const auto K = sb.K.view(), R = sb.R.view();
+    f.m.segment(off, len).noalias() = K.transpose() * post.alpha;
+    if (model.spec.map_estimate)
+      f.s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
+    else
+      f.s2.segment(off, len) =
+          (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    if (needs == BagNeeds::nystrom) {
+      if (model.spec.map_estimate)
+        f.T.middleCols(off, len).setZero();  // a point mass has no covariance
+      else
+        f.T.middleCols(off, len).noalias() = post.B * K;
+    }
+    if (needs == BagNeeds::residual) {
+      if (model.spec.map_estimate)
+        f.d.segment(off, len).setZero();
+      else
+        f.d.segment(off, len) =
+            (post.kdiag - K.cwiseProduct(sb.S.view()).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+    }
+  }
+  f.m.array() += model.mean_of(src.spec.task);
+  const Index linear = model.spec.num_linear_point();
+  if (linear > 0)
+    f.m.noalias() += data.inputs.middleCols(begin, n).topRows(linear).transpose() * model.linear_of(src.spec.task);
+  if (needs == BagNeeds::exact) {
+    const auto Xa = data.inputs.middleCols(begin, n);
+    f.C.resize(n, n);
+    f.aa_cache = KernelCache();
+    model.kernel.cross_into(Xa, Xa, f.C, f.aa_cache);
+    f.C.noalias() -= store[0].K.view().transpose() * store[0].R.view();
+  }
+}
+
+double bag_term_of(const Model& model, const Posterior& post, const Dataset& data, const BagForward& f,
+                   const SourceTerm& src, const ObjectiveOptions& opt, const SharedUnitPass& shared, BagGradient* g) {
+  BagPosterior bag(f.m, f.s2, f.w, data.response[f.bag], data.trials_of(f.bag));
+  if (f.T.size()) bag.T = &f.T;
+  if (f.C.size()) bag.C = &f.C;
+  const BlockProducts products(model, post, data, f.begin, f.n, f.block, f.blocks == 1 || !f.one_scratch, *f.store);
+  if (src.needs == BagNeeds::residual) {
+    bag.d = &f.d;
+    bag.t = &products;
+  }
+  bag.has_unit_effect = src.spec.unit_effect;
+  bag.unit_log_sd = src.unit_log_sd;
+  bag.shared_unit = shared;
+  bag.draws = {opt.draw_seed, opt.draw_step, static_cast<unsigned long long>(data.global_bag_of(f.bag)),
+               model.spec.samples};
+  return bag_term(src.spec, *src.params, bag, g);
+}
+
+void bag_backward(const Model& model, const Posterior& post, const Dataset& data, BagForward& f, double scale,
+                  const SourceTerm& src, BagGradient& g, Workspace& ws, Accumulator& acc) {
+  const BagNeeds needs = src.needs;
+  const Index begin = f.begin, n = f.n, M = model.num_inducing();
+  if (src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
+  g.gm *= scale;
+  g.gs2 *= model.spec.map_estimate ? 0.0 : scale;  // s2 = 0 does not depend on the parameters
+  if (g.g_params.size()) acc.g_likelihood.segment(src.likelihood_offset, g.g_params.size()) += scale * g.g_params;
+  acc.g_mean += g.gm.sum();
+  const Index linear = model.spec.num_linear_point();
+  if (linear > 0)
+    acc.g_linear.segment(src.spec.task * linear, linear).noalias() +=
+        data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
+  acc.g_kdiag += g.gs2.sum();
+  if (needs == BagNeeds::nystrom) g.gT *= scale;
+  std::vector<std::pair<Matrix, Matrix>> factors;  // (B^T U, V) and (U, V) of dl/dT = sum U V^T
+  if (needs == BagNeeds::residual) {
+    g.gd *= model.spec.map_estimate ? 0.0 : scale;
+    acc.g_kdiag += g.gd.sum();
+    for (auto& [U, V] : g.gT_factors) {
+      U *= scale;
+      factors.push_back({post.B.transpose() * U, V});
+    }
+  }
+  Matrix gCsym;
+  if (needs == BagNeeds::exact) {
+    g.gC *= scale;
+    gCsym = 0.5 * (g.gC + g.gC.transpose());
+    model.kernel.cross_backward(gCsym, f.aa_cache, acc.g_kernel, nullptr);
+  }
+  for (Index b = 0; b < f.blocks; ++b) {
+    BlockScratch& sb = f.scratch(b);
+    const Index off = b * f.block, len = f.len_of(b);
+    if (!f.keep) forward_block(model, post, data, begin + off, len, needs, sb);
+    const auto K = sb.K.view();
+    auto dK = sb.R.view();  // R, then dL/dK in place
+    const auto gm = g.gm.segment(off, len);
+    const auto gs2 = g.gs2.segment(off, len);
+    acc.g_alpha.noalias() += K * gm;
+    // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
+    subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
+    if (needs == BagNeeds::exact) {
+      acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
+      // dL/dK from C = ... - K^T R, before R is overwritten.
+      ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
+    }
+    // dL/dK from m and s2 (and T or C).
+    for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
+    if (needs == BagNeeds::nystrom) {
+      acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
+      dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
+    }
+    if (needs == BagNeeds::exact) dK += ws.U.view();
+    if (needs == BagNeeds::residual) {
+      // d = k - diag(K^T P K): dP = -K diag(gd) K^T, dK = -2 P K diag(gd).
+      const auto gd = g.gd.segment(off, len);
+      subtract_weighted_gram(acc.g_P_lower, K, gd, ws.U);
+      const auto S = sb.S.view();
+      for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
+      // T = B K through its products: dB += U (K V)^T, dK += (B^T U) V^T.
+      for (size_t k = 0; k < factors.size(); ++k) {
+        const auto V = g.gT_factors[k].second.middleRows(off, len);
+        acc.g_B.noalias() += g.gT_factors[k].first * (K * V).transpose();
+        dK.noalias() += factors[k].first * V.transpose();
+      }
+    }
+    // The fixed effects' rows of the features are data: only the kernel rows pass on.
+    features_backward(model, dK.topRows(M), sb.kernel, acc.g_kernel,
+                      model.spec.learn_inducing ? &acc.g_inducing : nullptr);
+  }
+}
+
+void process_bag(const Model& model, const Posterior& post, const Dataset& data, Index a, double scale,
+                 const SourceTerm& src, bool with_grad, const ObjectiveOptions& opt, const SharedUnitPass& shared,
+                 Workspace& ws, Accumulator& acc) {
+  BagForward& f = ws.bag;
+  bag_forward(model, post, data, a, src, with_grad, false, opt, ws.blocks, f);
+  BagGradient g;
+  acc.value += bag_term_of(model, post, data, f, src, opt, shared, with_grad ? &g : nullptr);
+  if (with_grad) bag_backward(model, post, data, f, scale, src, g, ws, acc);
+}
+
+}  // namespace vbagg
