@@ -333,7 +333,7 @@ std::vector<Param> make_params() {
        "inducing points that unit data support, their roughness between inducing points is prior variance and "
        "widens the pixel intervals beyond their nominal coverage (docs/experiments.md). A space-time fit has many "
        "bags per unit and the reverse holds: rbf's intervals are too narrow there (docs/space-time.md). auto: rbf, "
-       "or matern32 with data.time."},
+       "or matern52 with data.time."},
       {"model.kernel.time",
        T::choice,
        "auto",

@@ -48,8 +48,9 @@ struct KernelCache {
   Eigen::ArrayXd column, norms1, norms2;
 };
 
-// k(x, x') = sum of terms. The malaria kernel is ard on covariates + matern32 on coordinates; with
-// a time axis, + matern32 on coordinates x (seasonal + trend) on time.
+// k(x, x') = sum of terms. The malaria benchmark's kernel is ard on covariates + matern32 on
+// coordinates; a space-time model's default is ard on covariates + matern52 on coordinates x
+// (seasonal + trend) on time.
 class Kernel {
  public:
   Kernel() = default;

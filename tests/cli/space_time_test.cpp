@@ -58,6 +58,9 @@ TEST_F(SpaceTime, TheModelKeepsItsPeriodsAndProductKernel) {
   const std::string model = read_text(d() + "/fit/model.yaml");
   EXPECT_NE(model.find("periods: [2019-01, 2019-02, 2019-03, 2019-04, 2019-05, 2019-06]"), std::string::npos);
   EXPECT_NE(model.find("fixed_variance: true"), std::string::npos);
+  // model.kernel.space: auto is Matérn 5/2 with periods (docs/space-time.md).
+  EXPECT_NE(model.find("type: matern52"), std::string::npos);
+  EXPECT_EQ(model.find("type: matern32"), std::string::npos);
   EXPECT_NE(model.find("U001@2019-06"), std::string::npos);  // its units are units in periods
   EXPECT_NE(model.find("shared: true"), std::string::npos);  // a unit's months share its effect
   EXPECT_NE(model.find("U001: ["), std::string::npos);       // and each unit's effect is kept
