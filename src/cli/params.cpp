@@ -375,13 +375,18 @@ std::vector<Param> make_params() {
       {"train.schedule",
        T::choice,
        "constant",
-       {"constant", "cosine"},
+       {"constant", "cosine", "anneal"},
        -kInf,
        kInf,
-       "adam and natgrad: how the learning rate and natural-gradient step change over train.epochs. constant: "
-       "they keep their values; cosine: they fall along half a cosine to 0 at the last epoch, so the fit ends "
-       "at a point rather than wandering in the minibatch noise (set train.epochs to the budget: the fit runs "
-       "them all unless train.tolerance or early stopping ends it sooner)."},
+       "adam and natgrad: how the learning rate and natural-gradient step change over the epochs. constant: they "
+       "keep their values. cosine: they fall along half a cosine to 0 at the last epoch (set train.epochs to the "
+       "budget: the fit runs them all unless train.tolerance or early stopping ends it sooner). anneal: they keep "
+       "their values until the objective levels off (train.tolerance) or half of train.epochs have run, then fall "
+       "along half a cosine to 0 over as many epochs again, and the fit ends there. At constant steps q's "
+       "covariance jitters around its optimum and every jitter widens the intervals: with the sampled expectation "
+       "and model.fixed_effects variational a binomial fit's 50 % intervals covered 88 % of the truth, 54 % "
+       "annealed over 1000 epochs; with point fixed effects annealing made the maps more accurate but the "
+       "cross-validated intervals narrower (docs/experiments.md)."},
       {"train.epochs",
        T::integer,
        "0",

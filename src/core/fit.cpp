@@ -38,9 +38,20 @@ std::string to_string(Optimizer o) {
 Schedule parse_schedule(const std::string& s) {
   if (s == "constant") return Schedule::constant;
   if (s == "cosine") return Schedule::cosine;
-  throw ConfigError("unknown schedule '" + s + "' (allowed: constant, cosine)");
+  if (s == "anneal") return Schedule::anneal;
+  throw ConfigError("unknown schedule '" + s + "' (allowed: constant, cosine, anneal)");
 }
-std::string to_string(Schedule s) { return s == Schedule::cosine ? "cosine" : "constant"; }
+std::string to_string(Schedule s) {
+  switch (s) {
+    case Schedule::cosine:
+      return "cosine";
+    case Schedule::anneal:
+      return "anneal";
+    case Schedule::constant:
+      break;
+  }
+  return "constant";
+}
 
 namespace {
 
@@ -290,11 +301,39 @@ void interleave_sources(std::vector<std::vector<Index>>& order, const Dataset& d
   order = std::move(sorted);
 }
 
-// The factor on the step sizes in this epoch of `epochs` (FitOptions::schedule).
-double schedule_factor(Schedule s, int epoch, int epochs) {
-  if (s == Schedule::constant) return 1.0;
-  return 0.5 * (1 + std::cos(M_PI * static_cast<double>(epoch - 1) / static_cast<double>(epochs)));
-}
+// The factor on the step sizes epoch by epoch (FitOptions::schedule), and when the schedule ends
+// the fit.
+class StepSchedule {
+ public:
+  StepSchedule(Schedule s, int epochs, double tolerance) : kind_(s), epochs_(epochs), convergence_(tolerance) {}
+  double factor(int epoch) const {
+    if (kind_ == Schedule::cosine) return half_cosine(epoch - 1, epochs_);
+    if (kind_ == Schedule::anneal && anneal_from_ > 0) return half_cosine(epoch - anneal_from_, anneal_length_);
+    return 1.0;
+  }
+  // After epoch `epoch` with this objective: the reason the fit ends, or "" to go on.
+  std::string after(int epoch, double objective) {
+    if (kind_ != Schedule::anneal) return convergence_.converged(objective) ? "converged" : "";
+    if (anneal_from_ > 0) return epoch >= anneal_from_ + anneal_length_ - 1 ? "annealed" : "";
+    // Levelled off (or half the budget gone) at constant steps: anneal from the next epoch.
+    if ((convergence_.converged(objective) || 2 * epoch >= epochs_) && epoch < epochs_) {
+      anneal_from_ = epoch + 1;
+      anneal_length_ = std::min(std::max(epoch, kShortestAnneal), epochs_ - epoch);
+    }
+    return "";
+  }
+
+ private:
+  // Steps from 1 at step 0 along half a cosine towards 0 after `length` steps.
+  static double half_cosine(int step, int length) {
+    return 0.5 * (1 + std::cos(M_PI * static_cast<double>(step) / static_cast<double>(length)));
+  }
+  static constexpr int kShortestAnneal = 10;
+  Schedule kind_;
+  int epochs_;
+  ConvergenceTest convergence_;  // anneal: where the constant steps have levelled off
+  int anneal_from_ = 0, anneal_length_ = 0;
+};
 
 // natgrad from the prior: the kernel and mean stay at their start for the first epochs, while the
 // natural-gradient steps bring q from the prior to the data. Their gradients there are up to
@@ -347,14 +386,14 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
   const bool from_prior = model.q_mean.isZero(0) && model.q_chol.isIdentity(0);
   const int hold = natural && from_prior && o.epochs >= 10 * kNatgradHoldEpochs ? kNatgradHoldEpochs : 0;
   FitResult res;
-  ConvergenceTest convergence(o.tolerance);
+  StepSchedule schedule(o.schedule, o.epochs, o.tolerance);
   Vector last_good = theta;
   for (int epoch = 1; epoch <= o.epochs; ++epoch) {
     // Fisher-Yates with the project's own RNG draws, identical on every standard library.
     for (Index i = n - 1; i > 0; --i)
       std::swap(order[i], order[static_cast<Index>(rng() % static_cast<unsigned long long>(i + 1))]);
     interleave_sources(order, bag_table(data, o));
-    const double decay = schedule_factor(o.schedule, epoch, o.epochs);
+    const double decay = schedule.factor(epoch);
     double sum = 0;
     int batches = 0;
     for (Index start = 0; start < n;) {
@@ -436,8 +475,9 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
       res.stop_reason = "early_stopping";
       return res;
     }
-    if (convergence.converged(info.elbo)) {
-      res.stop_reason = "converged";
+    const std::string done = schedule.after(epoch, info.elbo);
+    if (!done.empty()) {
+      res.stop_reason = done;
       return res;
     }
   }
@@ -596,6 +636,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     FitOptions stage = options;
     stage.epochs = std::min(options.epochs, options.first_stage_epochs);
     stage.tolerance = std::max(options.tolerance, kFirstStageTolerance);
+    // Its end point is only a start: there is nothing to anneal to.
+    if (stage.schedule == Schedule::anneal) stage.schedule = Schedule::constant;
     const FitResult first = run(stage, later);
     if (first.stop_reason == "callback" || first.stop_reason == "early_stopping") {
       res = first;

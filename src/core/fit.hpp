@@ -40,8 +40,13 @@ std::string to_string(Optimizer o);
 // How Adam's learning rate and the natural-gradient step change over the epochs of adam and
 // natgrad fits. constant: they keep their values. cosine: both fall along half a cosine from
 // their values at the first epoch towards 0 after the last, so the end point is not left
-// wandering in the minibatch noise (L-BFGS has no step to schedule).
-enum class Schedule { constant, cosine };
+// wandering in the minibatch noise (L-BFGS has no step to schedule). anneal: constant until the
+// objective levels off (FitOptions::tolerance) or half the epochs have run, then half a cosine to
+// 0 over as many epochs again (at most the rest of the budget), and the fit ends. At constant
+// steps every entry of q's Cholesky factor jitters around its optimum, and each jitter adds its
+// square to every pixel's variance: the steps must end at 0 for the intervals to be q's
+// (docs/experiments.md, "The sampled fit's too-wide intervals").
+enum class Schedule { constant, cosine, anneal };
 Schedule parse_schedule(const std::string& s);
 std::string to_string(Schedule s);
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "../io/fixtures.hpp"
 #include "run.hpp"
@@ -260,6 +261,30 @@ TEST_F(EndToEnd, VariationalFixedEffectsReachTheLogModelFileAndMaps) {
   const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
   ASSERT_NE(includes, nullptr);
   EXPECT_NE(std::string(includes).find("uncertainty of its coefficients"), std::string::npos) << includes;
+}
+
+// train.schedule anneal: an Adam fit runs constant steps for half its 40 epochs (no plateau at
+// tolerance 0), anneals over the other half, and says so in its log, history and model file.
+TEST_F(EndToEnd, AnnealedStepsEndTheFit) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+               "/anneal --set train.optimizer=adam --set train.schedule=anneal --set train.epochs=40 "
+               "--set train.tolerance=0 --set model.likelihood=poisson --set model.unit_effect=false --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("stopped after 40 epochs (annealed)"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(d() + "/anneal/model.yaml").find("stop_reason: annealed"), std::string::npos);
+  std::istringstream history(read_file(d() + "/anneal/history.csv"));
+  std::string line;
+  std::vector<double> rates;
+  std::getline(history, line);  // header: epoch,objective,holdout_nll,learning_rate,seconds
+  while (std::getline(history, line)) {
+    std::istringstream fields(line);
+    std::string field;
+    for (int k = 0; k < 4 && std::getline(fields, field, ','); ++k)
+      if (k == 3) rates.push_back(std::stod(field));
+  }
+  ASSERT_EQ(rates.size(), 40u);
+  EXPECT_EQ(rates[19], rates[0]);
+  EXPECT_LT(rates[39], 0.01 * rates[0]);
 }
 
 TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {

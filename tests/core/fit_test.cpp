@@ -3,13 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/baselines.hpp"
 #include "core/metrics.hpp"
+#include "core/natgrad.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
 #include "core/swissroll.hpp"
+#include "test_util.hpp"
 
 namespace vbagg {
 namespace {
@@ -165,7 +168,8 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
 }
 
 TEST(Schedule, ParsesAndNamesItsChoices) {
-  for (const Schedule s : {Schedule::constant, Schedule::cosine}) EXPECT_EQ(parse_schedule(to_string(s)), s);
+  for (const Schedule s : {Schedule::constant, Schedule::cosine, Schedule::anneal})
+    EXPECT_EQ(parse_schedule(to_string(s)), s);
   EXPECT_THROW(parse_schedule("linear"), ConfigError);
 }
 
@@ -175,7 +179,7 @@ struct ScheduledFit {
   std::vector<double> rates;
 };
 
-ScheduledFit fit_with(Schedule schedule, int epochs) {
+ScheduledFit fit_with(Schedule schedule, int epochs, double tolerance = 0, std::string* stop = nullptr) {
   const SwissRoll roll = small_roll();
   ModelSpec spec;
   InitOptions init;
@@ -188,6 +192,7 @@ ScheduledFit fit_with(Schedule schedule, int epochs) {
   fo.learning_rate = 0.02;
   fo.batch_bags = 10;
   fo.schedule = schedule;
+  fo.tolerance = tolerance;
   ScheduledFit out{0, {}};
   Vector before = model.pack();
   fo.on_epoch = [&](const EpochInfo& e) {
@@ -197,7 +202,8 @@ ScheduledFit fit_with(Schedule schedule, int epochs) {
     before = now;
     return true;
   };
-  fit(model, roll.data, train, {}, fo);
+  const FitResult r = fit(model, roll.data, train, {}, fo);
+  if (stop) *stop = r.stop_reason;
   return out;
 }
 
@@ -212,6 +218,62 @@ TEST(Schedule, CosineEndsTheFitAtAPoint) {
     EXPECT_EQ(constant.rates[static_cast<size_t>(e - 1)], 0.02);
   }
   EXPECT_LT(cosine.last_move, 0.1 * constant.last_move);
+}
+
+// anneal: constant steps until the objective levels off or half the budget has run, then half a
+// cosine to 0 over as many epochs again, and the fit ends there, nearly still.
+TEST(Schedule, AnnealKeepsItsStepsUntilAPlateauThenEndsAtZero) {
+  std::string stop;
+  const ScheduledFit half = fit_with(Schedule::anneal, 40, 0.0, &stop);
+  ASSERT_EQ(half.rates.size(), 40u);
+  EXPECT_EQ(stop, "annealed");
+  for (int e = 1; e <= 40; ++e)
+    EXPECT_NEAR(half.rates[static_cast<size_t>(e - 1)],
+                e <= 20 ? 0.02 : 0.02 * 0.5 * (1 + std::cos(M_PI * (e - 21) / 20)), 1e-15)
+        << e;
+  // A loose tolerance finds a plateau early: from there the steps fall over as many epochs as ran.
+  const ScheduledFit early = fit_with(Schedule::anneal, 400, 0.05, &stop);
+  EXPECT_EQ(stop, "annealed");
+  const size_t p = static_cast<size_t>(std::count(early.rates.begin(), early.rates.end(), 0.02)) - 1;
+  ASSERT_GE(p, 11u) << "the convergence test needs its window of ten epochs";
+  ASSERT_LT(2 * p, 400u);
+  EXPECT_EQ(early.rates.size(), 2 * p);
+  EXPECT_LT(early.rates.back(), 0.02 * 0.01);
+  const ScheduledFit constant = fit_with(Schedule::constant, 40);
+  EXPECT_LT(half.last_move, 0.1 * constant.last_move);
+}
+
+// At constant steps every entry of q's Cholesky factor jitters around its optimum, and each jitter
+// adds its square to every pixel's variance; steps annealed to 0 settle. A binomial fit with the
+// sampled expectation and variational fixed effects, as in docs/experiments.md: the annealed fit
+// ends with the higher ELBO (estimated with many draws) and the narrower latent variance.
+TEST(Schedule, AnnealedStepsEndWithoutTheJittersVariance) {
+  const Dataset data = test::random_dataset(150, 5, 15, 2, LikelihoodKind::binomial, 31);
+  ModelSpec spec = test::spec_of(LikelihoodKind::binomial, Link::logit, CovarianceMode::nystrom, Expectation::sample);
+  spec.linear_inputs = 2;
+  spec.fixed_effects = FixedEffects::variational;
+  InitOptions init;
+  init.inducing = 25;
+  std::vector<Index> train(data.num_bags());
+  for (Index a = 0; a < data.num_bags(); ++a) train[a] = a;
+  struct End {
+    double elbo, variance;
+  };
+  auto end_of = [&](Schedule schedule) {
+    Model model = init_model(spec, make_kernel("rbf", "none", 2, 0), data, init);
+    FitOptions fo;
+    fo.epochs = 200;
+    fo.batch_bags = 10;
+    fo.schedule = schedule;
+    fit(model, data, train, {}, fo);
+    Vector m, var;
+    predict_latent(model, data.inputs, m, var, 1);
+    model.spec.samples = 512;
+    return End{elbo(model, data, nullptr).elbo, var.mean()};
+  };
+  const End constant = end_of(Schedule::constant), annealed = end_of(Schedule::anneal);
+  EXPECT_GT(annealed.elbo, constant.elbo + 1);
+  EXPECT_LT(annealed.variance, 0.8 * constant.variance);
 }
 
 }  // namespace
