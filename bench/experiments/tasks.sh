@@ -9,19 +9,23 @@
 # Pixel metrics of each task over every unit's pixels; then a spatially blocked 5-fold
 # cross-validation of the single and joint fits, held-out units and clusters pooled.
 #   bench/experiments/tasks.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--folds 5]
+#                              [--fits "incidence prevalence_clusters joint joint_q2 joint_vfe"] [--set KEY=VALUE ...]
+# --fits picks the fits (the cross-validation takes every one but joint_q2); --set goes to every fit.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" units=120 noise=0.3 folds=5
+seeds="1 2 3" units=120 noise=0.3 folds=5 fits="incidence prevalence_clusters joint joint_q2 joint_vfe" sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --units) units=$2; shift 2 ;;
     --noise) noise=$2; shift 2 ;;
     --folds) folds=$2; shift 2 ;;
+    --fits) fits=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -59,9 +63,9 @@ for seed in $seeds; do
   cp "$d/data/tasks.yaml" "$d/data/joint.yaml"
   { cat "$d/data/tasks.yaml"; echo "model: {latents: 2}"; } >"$d/data/joint_q2.yaml"
   { cat "$d/data/tasks.yaml"; echo "model: {fixed_effects: variational}"; } >"$d/data/joint_vfe.yaml"
-  for fit in incidence prevalence_clusters joint joint_q2 joint_vfe; do
+  for fit in $fits; do
     start=$(date +%s.%N)
-    "$bin/vbagg-train" --config "$d/data/$fit.yaml" --out "$d/$fit" -q --threads 2 2>/dev/null
+    "$bin/vbagg-train" --config "$d/data/$fit.yaml" --out "$d/$fit" -q --threads 2 "${sets[@]}" 2>/dev/null
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     inc="— | — | — | —" prev="— | — | — | —"
     case $fit in
@@ -94,7 +98,8 @@ cv_units='"%.2f / %.2f | %.2f" % (m["count_coverage"][0], m["count_coverage"][-1
 cv_pixel='"%.3g" % m["pixel_mse"]["mean"]'
 for seed in $seeds; do
   d="$work/$seed"
-  for fit in incidence prevalence_clusters joint joint_vfe; do
+  for fit in $fits; do
+    [ "$fit" = joint_q2 ] && continue
     start=$(date +%s.%N)
     truth=()
     [ "$fit" = prevalence_clusters ] || truth=(--truth "$d/data/truth_intensity.tif")
