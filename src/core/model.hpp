@@ -159,17 +159,17 @@ struct UnitEffectMoments {
   double mean = 0, var = 0;
 };
 
-// The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
-// mean makes E[e^u] = 1, so the maps are expected rates): integrated
-// out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
-// log sigma_u. `units` names the training units (Dataset::bag_id): their own effect given their
-// count is known and predicted; any other unit's comes from the prior.
 // The least log sigma_u a fit takes. Where no spread is best, the ELBO keeps rewarding a smaller
 // sigma_u ever more faintly, and Adam, whose steps do not shrink with the gradient, walks log sigma_u
 // down without end, to where sigma_u^2 underflows and the terms turn NaN. At e^-10 (4.5e-5) the
 // effect moves a rate by 0.005 %: no count tells that from none.
 constexpr double kUnitLogSdFloor = -10;
 
+// The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
+// mean makes E[e^u] = 1, so the maps are expected rates): integrated
+// out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
+// log sigma_u. `units` names the training units (Dataset::bag_id): their own effect given their
+// count is known and predicted; any other unit's comes from the prior.
 struct UnitEffect {
   double log_sd = -2.302585092994046;  // log 0.1: close to no effect at the start of a fit
   std::vector<std::string> units;
