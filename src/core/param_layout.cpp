@@ -295,15 +295,6 @@ ParamSlice staged_slice(const Model& model) {
   return unit;
 }
 
-void drop_gradient_past_floor(const Model& model, Vector& grad) {
-  const ParamSlice unit = param_slice(model, ParamBlockId::unit_effect);
-  for (Index s = 0, k = unit.offset; s < model.spec.num_sources(); ++s) {
-    if (!model.spec.source(s).unit_effect) continue;
-    if (model.unit_effect_of(s).log_sd <= kUnitLogSdFloor && grad[k] < 0) grad[k] = 0;
-    ++k;
-  }
-}
-
 Index source_likelihood_offset(const Model& model, Index s) {
   Index k = 0;
   for (Index t = 0; t < s; ++t) k += source_likelihood_size(model, t);
@@ -314,6 +305,15 @@ Index source_unit_effect_offset(const Model& model, Index s) {
   Index k = 0;
   for (Index t = 0; t < s; ++t) k += model.spec.source(t).unit_effect ? 1 : 0;
   return k;
+}
+
+void drop_gradient_past_floor(const Model& model, Vector& grad) {
+  const Index offset = param_slice(model, ParamBlockId::unit_effect).offset;
+  for (Index s = 0; s < model.spec.num_sources(); ++s) {
+    if (!model.spec.source(s).unit_effect || model.unit_effect_of(s).log_sd > kUnitLogSdFloor) continue;
+    double& g = grad[offset + source_unit_effect_offset(model, s)];
+    if (g < 0) g = 0;
+  }
 }
 
 Index Model::num_params() const {
