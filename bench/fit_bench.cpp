@@ -4,11 +4,16 @@
 //   fit_bench [--optimizer adam|lbfgs|natgrad] [--epochs 60] [--learning-rate 0.01] [--batch-bags 16]
 //             [--natgrad-step 0.1] [--schedule constant|cosine] [--reference ELBO] [--trace 1]
 //             [--inducing 576] [--threads 2] [--link exp|square] [--pixels N] [--bags n]
-//             [--save FILE] [--resume FILE] [--warm-start EVALS]
+//             [--save FILE] [--resume FILE] [--warm-start EVALS] [--polish EVALS]
+//             [--mean constant|linear] [--fixed-effects point|variational]
 // --trace prints the kernel and mean after every epoch.
 // --warm-start first fits the MAP point estimate of the same model (the nystrom baseline) by EVALS
 // full-batch L-BFGS evaluations and starts from its kernel, mean and m_v (counted as
 // initialisation).
+// --polish continues after the epochs with EVALS full-batch evaluations of polish_rest (below);
+// each takes two passes over the data.
+// --mean linear gives the GP the linear mean of the covariates (vbagg-train's default;
+// model.mean_function), and --fixed-effects variational puts its intercept and coefficients in q.
 // --save writes the parameters after the last epoch; --resume starts from such a file instead of
 // the initial model (its initialisation time is then 0), so a long reference run can be continued
 // or polished with other settings.
@@ -19,11 +24,13 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 #include <string>
 
 #include "core/fit.hpp"
 #include "core/kernel.hpp"
+#include "core/natgrad.hpp"
 #include "core/objective.hpp"
 #include "core/param_layout.hpp"
 #include "malaria_problem.hpp"
@@ -69,6 +76,92 @@ std::vector<Index> all_bags(const Dataset& data) {
   return all;
 }
 
+// Quasi-Newton ascent (L-BFGS, memory 10) on every parameter after q, with q following by
+// full-batch natural-gradient steps of size 1: each evaluation starts q from the last accepted
+// point's, takes one step, and reads the objective and the gradient of the rest at the new q,
+// then takes a second step for the next start. With q near its optimum for the rest, that is the
+// gradient of the profile objective max_q ELBO, in which the valley between the mean, the kernel
+// variances and q's whitened mean is gone. A step changes no parameter by more than 1 (they are
+// logs or coefficients); a failed line search (5 tries at a quarter of the step each) restarts
+// the memory, and a second in a row ends the polish. `accepted` sees the model after every
+// accepted step.
+void polish_rest(Model& model, const Dataset& data, int threads, int evaluations,
+                 const std::function<void(const Model&)>& accepted) {
+  const ParamSlice q = param_slice(model, ParamBlockId::q_chol);
+  const Index head = q.offset + q.size, rest = model.num_params() - head;
+  ObjectiveOptions oo;
+  oo.threads = threads;
+  oo.q_moments_gradient = true;
+  struct Point {
+    Vector theta, g;  // all parameters (q after the second step); the gradient of the rest
+    double value = -INFINITY;
+  };
+  int evals = 0;
+  auto evaluate = [&](const Vector& theta) {
+    model.unpack(theta);
+    Point p;
+    ++evals;
+    try {
+      Vector grad;
+      for (int k = 0; k < 2; ++k) {
+        const ObjectiveValue v = elbo(model, data, &grad, oo);
+        if (k == 1) {
+          p.value = v.elbo;
+          p.g = grad.tail(rest);
+        }
+        double gamma = 1.0;
+        while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
+      }
+    } catch (const NumericalError&) {
+      p.value = -INFINITY;
+    }
+    if (!std::isfinite(p.value) || !p.g.allFinite()) p.value = -INFINITY;
+    p.theta = model.pack();
+    return p;
+  };
+  Point cur = evaluate(model.pack());
+  if (!std::isfinite(cur.value)) throw std::runtime_error("the objective is not finite where the polish starts");
+  accepted(model);
+  std::vector<std::pair<Vector, Vector>> memory;  // (s, y) of the last accepted steps, for -ELBO
+  constexpr double kLargestChange = 1.0;
+  bool restarted = false;
+  while (evals < evaluations) {
+    // Two-loop recursion: d = H g with H the inverse Hessian estimate of -ELBO, an ascent direction.
+    Vector d = cur.g;
+    std::vector<double> alpha(memory.size());
+    for (size_t k = memory.size(); k-- > 0;) {
+      alpha[k] = memory[k].first.dot(d) / memory[k].second.dot(memory[k].first);
+      d -= alpha[k] * memory[k].second;
+    }
+    if (!memory.empty()) d *= memory.back().first.dot(memory.back().second) / memory.back().second.squaredNorm();
+    for (size_t k = 0; k < memory.size(); ++k)
+      d += (alpha[k] - memory[k].second.dot(d) / memory[k].second.dot(memory[k].first)) * memory[k].first;
+    if (memory.empty() || d.dot(cur.g) <= 0) {
+      memory.clear();
+      d = cur.g;
+    }
+    // Without curvature, along the gradient by a tenth of the largest change.
+    double step = std::min(1.0, (memory.empty() ? 0.1 : 1.0) * kLargestChange / d.cwiseAbs().maxCoeff());
+    bool moved = false;
+    for (int tries = 0; tries < 5 && evals < evaluations && !moved; ++tries, step *= 0.25) {
+      Vector theta = cur.theta;
+      theta.tail(rest) += step * d;
+      Point trial = evaluate(theta);
+      if (trial.value < cur.value + 1e-4 * step * d.dot(cur.g)) continue;
+      const Vector s = trial.theta.tail(rest) - cur.theta.tail(rest), y = cur.g - trial.g;
+      if (s.dot(y) > 1e-12 * s.norm() * y.norm()) memory.push_back({s, y});
+      if (memory.size() > 10) memory.erase(memory.begin());
+      cur = std::move(trial);
+      moved = true;
+      accepted(model);
+    }
+    if (!moved && (restarted || memory.empty())) break;
+    restarted = !moved;
+    if (!moved) memory.clear();
+  }
+  model.unpack(cur.theta);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,7 +170,8 @@ int main(int argc, char** argv) {
   fo.threads = 2;
   fo.epochs = 60;
   std::string link = "exp", save, resume;
-  int warm_start = 0;
+  int warm_start = 0, polish = 0;
+  bool linear_mean = false, variational_effects = false;
   bool trace = false;
   double reference = NAN;  // the converged ELBO of a long run
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -109,6 +203,12 @@ int main(int argc, char** argv) {
       fo.schedule = parse_schedule(v);
     else if (k == "--warm-start")
       warm_start = std::stoi(v);
+    else if (k == "--polish")
+      polish = std::stoi(v);
+    else if (k == "--mean")
+      linear_mean = v == "linear";
+    else if (k == "--fixed-effects")
+      variational_effects = v == "variational";
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -118,6 +218,8 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   ModelSpec spec;
   spec.link = parse_link(link);
+  if (linear_mean) spec.linear_inputs = po.covariates;
+  if (variational_effects) spec.fixed_effects = FixedEffects::variational;
   InitOptions init;
   init.inducing = po.inducing;
   Model model = init_model(spec, make_kernel("ard", "matern32", po.covariates, 2), data, init);
@@ -153,6 +255,17 @@ int main(int argc, char** argv) {
     return true;
   };
   const FitResult res = fit(model, data, all_bags(data), {}, fo);
+  if (polish > 0) {
+    const double fit_seconds = times.back();
+    const auto start = Clock::now();
+    polish_rest(model, data, fo.threads, polish, [&](const Model& m) {
+      snapshots.push_back(m.pack());
+      jitters.push_back(m.jitter);
+      times.push_back(fit_seconds + std::chrono::duration<double>(Clock::now() - start).count());
+      std::printf("polish step %zu: %.1f s\n", snapshots.size(), times.back());
+      std::fflush(stdout);
+    });
+  }
 
   ObjectiveOptions oo;
   oo.threads = fo.threads;

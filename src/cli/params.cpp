@@ -240,7 +240,8 @@ std::vector<Param> make_params() {
        kInf,
        "Prior mean of the GP: constant (one learned mu) or linear (mu + beta^T x in the standardised covariates, "
        "beta learned with a Normal prior; the kernel then models what the linear part cannot, and the model nests "
-       "the fixed effects + spatial field of R disaggregation)."},
+       "the fixed effects + spatial field of R disaggregation). With counts and the exp link, mu and beta start from a "
+       "Poisson regression of the units' counts on the covariates."},
       {"model.linear_prior_sd",
        T::real,
        "1",

@@ -10,6 +10,7 @@
 
 #include "inducing.hpp"
 #include "likelihood.hpp"
+#include "linear_start.hpp"
 #include "natgrad.hpp"
 #include "objective.hpp"
 #include "param_layout.hpp"
@@ -140,6 +141,7 @@ Model init_model(const ModelSpec& spec, const Kernel& kernel, const Dataset& tra
     m.likelihood_params_of(s) = view.likelihood_params;
     m.mean_of(view.spec.task) = view.mean;  // sources run backwards: a task's first source sets its mean
   }
+  start_linear_mean(m, train, o.shard ? o.shard->processes : nullptr);
   std::vector<Index> all(static_cast<size_t>(meta.num_bags()));
   for (Index a = 0; a < meta.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
   attach_unit_effects(m, meta, all);
