@@ -96,12 +96,13 @@ void start_linear_mean(Model& model, const Dataset& data, const Collective* proc
   const ModelSpec& spec = model.spec;
   if (spec.num_linear_point() == 0) return;
   for (Index d = 0; d < spec.num_tasks(); ++d) {
-    Index source = -1;
-    for (Index s = 0; s < spec.num_sources() && source < 0; ++s) {
-      const SourceSpec src = spec.source(s);
-      if (src.task == d && likelihood_of(src.likelihood).is_count() && src.link == Link::exp) source = s;
-    }
-    if (source < 0) continue;
+    // The task's first source set its mean (init_model): only a count source with the exp link
+    // shares the regression's scale.
+    Index source = 0;
+    while (source < spec.num_sources() && spec.source(source).task != d) ++source;
+    if (source == spec.num_sources()) continue;
+    const SourceSpec first = spec.source(source);
+    if (!likelihood_of(first.likelihood).is_count() || first.link != Link::exp) continue;
     // Every process must take part, even one that holds none of the source's bags.
     const std::vector<Index> bags = data.bags_of_source(static_cast<int>(source));
     double c = 0;

@@ -19,10 +19,10 @@ namespace vbagg {
 bool poisson_regression(const Dataset& data, const std::vector<Index>& bags, Index inputs, double prior_sd,
                         const Collective* processes, double& c, Vector& beta);
 
-// Starts each task's linear mean (point estimates) from poisson_regression on its first count
-// source with the exp link, keeping the offset the likelihood put between the mean and the log
-// of the overall rate. Tasks without such a source, variational fixed effects and models without
-// a linear mean are left as they are.
+// Starts each task's linear mean (point estimates) from poisson_regression on the task's first
+// source when that is a count source with the exp link, keeping the offset the likelihood put
+// between the mean and the log of the overall rate. Other tasks, variational fixed effects and
+// models without a linear mean are left as they are.
 void start_linear_mean(Model& model, const Dataset& data, const Collective* processes);
 
 }  // namespace vbagg

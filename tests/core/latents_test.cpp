@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fit.hpp"
+#include "core/linear_start.hpp"
 #include "core/param_layout.hpp"
 #include "core/predict.hpp"
 #include "test_util.hpp"
@@ -252,6 +253,30 @@ TEST(Latents, InitialModelHasEveryLatentAndTask) {
   // The prevalence task starts at the clusters' logit prevalence, not at the counts' log rate.
   EXPECT_NE(m.mean_of(1), m.mean_of(0));
   EXPECT_TRUE(std::isfinite(elbo(m, data, nullptr).elbo));
+}
+
+}  // namespace
+}  // namespace vbagg
+
+namespace vbagg {
+namespace {
+
+TEST(Latents, EachCountTaskStartsItsLinearMeanFromItsFirstSource) {
+  const ModelSpec spec = incidence_and_prevalence(1);
+  const Dataset data = incidence_and_prevalence_data(8);
+  InitOptions init;
+  init.inducing = 4;
+  const Model m = init_model(spec, make_kernel("ard", "none", kD, 0), data, init);
+  // Incidence: the districts' regression (its first source), shifted as the likelihood's start.
+  double c = 0;
+  Vector beta;
+  const std::vector<Index> districts = data.bags_of_source(0);
+  ASSERT_TRUE(poisson_regression(data, districts, 1, spec.linear_prior_sd, nullptr, c, beta));
+  EXPECT_NEAR(m.mean_of(0), c - 0.5, 1e-10);
+  EXPECT_NEAR(m.linear_of(0)[0], beta[0], 1e-12);
+  EXPECT_NE(beta[0], 0.0);
+  // Prevalence (binomial, logit) keeps the binomial start and beta = 0.
+  EXPECT_EQ(m.linear_of(1)[0], 0.0);
 }
 
 }  // namespace
