@@ -255,12 +255,6 @@ TEST(Latents, InitialModelHasEveryLatentAndTask) {
   EXPECT_TRUE(std::isfinite(elbo(m, data, nullptr).elbo));
 }
 
-}  // namespace
-}  // namespace vbagg
-
-namespace vbagg {
-namespace {
-
 TEST(Latents, EachCountTaskStartsItsLinearMeanFromItsFirstSource) {
   const ModelSpec spec = incidence_and_prevalence(1);
   const Dataset data = incidence_and_prevalence_data(8);
