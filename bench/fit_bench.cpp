@@ -10,8 +10,9 @@
 // --warm-start first fits the MAP point estimate of the same model (the nystrom baseline) by EVALS
 // full-batch L-BFGS evaluations and starts from its kernel, mean and m_v (counted as
 // initialisation).
-// --polish continues after the epochs with EVALS full-batch evaluations of polish_rest (below);
-// each takes two passes over the data.
+// --polish continues a natgrad fit with at most EVALS full-batch evaluations of the polish
+// (FitOptions::polish, core/polish.hpp); each takes two passes over the data. With --epochs 0
+// it polishes the start (or the --resume'd parameters) alone.
 // --mean linear gives the GP the linear mean of the covariates (vbagg-train's default;
 // model.mean_function), and --fixed-effects variational puts its intercept and coefficients in q.
 // --save writes the parameters after the last epoch; --resume starts from such a file instead of
@@ -24,15 +25,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 #include <stdexcept>
 #include <string>
 
 #include "core/fit.hpp"
 #include "core/kernel.hpp"
-#include "core/natgrad.hpp"
 #include "core/objective.hpp"
 #include "core/param_layout.hpp"
+#include "core/polish.hpp"
 #include "malaria_problem.hpp"
 
 using namespace vbagg;
@@ -74,92 +74,6 @@ std::vector<Index> all_bags(const Dataset& data) {
   std::vector<Index> all(static_cast<size_t>(data.num_bags()));
   for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
   return all;
-}
-
-// Quasi-Newton ascent (L-BFGS, memory 10) on every parameter after q, with q following by
-// full-batch natural-gradient steps of size 1: each evaluation starts q from the last accepted
-// point's, takes one step, and reads the objective and the gradient of the rest at the new q,
-// then takes a second step for the next start. With q near its optimum for the rest, that is the
-// gradient of the profile objective max_q ELBO, in which the valley between the mean, the kernel
-// variances and q's whitened mean is gone. A step changes no parameter by more than 1 (they are
-// logs or coefficients); a failed line search (5 tries at a quarter of the step each) restarts
-// the memory, and a second in a row ends the polish. `accepted` sees the model after every
-// accepted step.
-void polish_rest(Model& model, const Dataset& data, int threads, int evaluations,
-                 const std::function<void(const Model&)>& accepted) {
-  const ParamSlice q = param_slice(model, ParamBlockId::q_chol);
-  const Index head = q.offset + q.size, rest = model.num_params() - head;
-  ObjectiveOptions oo;
-  oo.threads = threads;
-  oo.q_moments_gradient = true;
-  struct Point {
-    Vector theta, g;  // all parameters (q after the second step); the gradient of the rest
-    double value = -INFINITY;
-  };
-  int evals = 0;
-  auto evaluate = [&](const Vector& theta) {
-    model.unpack(theta);
-    Point p;
-    ++evals;
-    try {
-      Vector grad;
-      for (int k = 0; k < 2; ++k) {
-        const ObjectiveValue v = elbo(model, data, &grad, oo);
-        if (k == 1) {
-          p.value = v.elbo;
-          p.g = grad.tail(rest);
-        }
-        double gamma = 1.0;
-        while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
-      }
-    } catch (const NumericalError&) {
-      p.value = -INFINITY;
-    }
-    if (!std::isfinite(p.value) || !p.g.allFinite()) p.value = -INFINITY;
-    p.theta = model.pack();
-    return p;
-  };
-  Point cur = evaluate(model.pack());
-  if (!std::isfinite(cur.value)) throw std::runtime_error("the objective is not finite where the polish starts");
-  accepted(model);
-  std::vector<std::pair<Vector, Vector>> memory;  // (s, y) of the last accepted steps, for -ELBO
-  constexpr double kLargestChange = 1.0;
-  bool restarted = false;
-  while (evals < evaluations) {
-    // Two-loop recursion: d = H g with H the inverse Hessian estimate of -ELBO, an ascent direction.
-    Vector d = cur.g;
-    std::vector<double> alpha(memory.size());
-    for (size_t k = memory.size(); k-- > 0;) {
-      alpha[k] = memory[k].first.dot(d) / memory[k].second.dot(memory[k].first);
-      d -= alpha[k] * memory[k].second;
-    }
-    if (!memory.empty()) d *= memory.back().first.dot(memory.back().second) / memory.back().second.squaredNorm();
-    for (size_t k = 0; k < memory.size(); ++k)
-      d += (alpha[k] - memory[k].second.dot(d) / memory[k].second.dot(memory[k].first)) * memory[k].first;
-    if (memory.empty() || d.dot(cur.g) <= 0) {
-      memory.clear();
-      d = cur.g;
-    }
-    // Without curvature, along the gradient by a tenth of the largest change.
-    double step = std::min(1.0, (memory.empty() ? 0.1 : 1.0) * kLargestChange / d.cwiseAbs().maxCoeff());
-    bool moved = false;
-    for (int tries = 0; tries < 5 && evals < evaluations && !moved; ++tries, step *= 0.25) {
-      Vector theta = cur.theta;
-      theta.tail(rest) += step * d;
-      Point trial = evaluate(theta);
-      if (trial.value < cur.value + 1e-4 * step * d.dot(cur.g)) continue;
-      const Vector s = trial.theta.tail(rest) - cur.theta.tail(rest), y = cur.g - trial.g;
-      if (s.dot(y) > 1e-12 * s.norm() * y.norm()) memory.push_back({s, y});
-      if (memory.size() > 10) memory.erase(memory.begin());
-      cur = std::move(trial);
-      moved = true;
-      accepted(model);
-    }
-    if (!moved && (restarted || memory.empty())) break;
-    restarted = !moved;
-    if (!moved) memory.clear();
-  }
-  model.unpack(cur.theta);
 }
 
 }  // namespace
@@ -247,26 +161,40 @@ int main(int argc, char** argv) {
 
   std::vector<Vector> snapshots;
   std::vector<double> jitters, times;
+  fo.polish = polish;
   fo.on_epoch = [&](const EpochInfo& info) {
     snapshots.push_back(model.pack());
     jitters.push_back(model.jitter);
     times.push_back(info.seconds);
     if (trace) print_hyperparameters(("epoch " + std::to_string(info.epoch)).c_str(), model);
+    if (info.epoch > fo.epochs) {
+      std::printf("polish step %d: %.1f s, ELBO %.2f\n", info.epoch - fo.epochs, info.seconds, info.elbo);
+      std::fflush(stdout);
+    }
     return true;
   };
-  const FitResult res = fit(model, data, all_bags(data), {}, fo);
-  if (polish > 0) {
-    const double fit_seconds = times.back();
+  FitResult res;
+  if (fo.epochs > 0) {
+    res = fit(model, data, all_bags(data), {}, fo);
+  } else {
+    // --epochs 0: the polish alone, from the start or a --resume'd fit (a converged one should
+    // end at once).
+    PolishOptions po;
+    po.evaluations = polish;
+    po.objective.threads = fo.threads;
     const auto start = Clock::now();
-    polish_rest(model, data, fo.threads, polish, [&](const Model& m) {
-      snapshots.push_back(m.pack());
-      jitters.push_back(m.jitter);
-      times.push_back(fit_seconds + std::chrono::duration<double>(Clock::now() - start).count());
-      std::printf("polish step %zu: %.1f s\n", snapshots.size(), times.back());
-      std::fflush(stdout);
-    });
+    po.accepted = [&](double elbo) {
+      EpochInfo info;
+      info.elbo = elbo;
+      info.epoch = static_cast<int>(snapshots.size()) + 1;
+      info.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      return fo.on_epoch(info);
+    };
+    const PolishResult p = vbagg::polish(model, data, all_bags(data), po);
+    res.epochs = p.steps;
+    res.stop_reason = p.stop_reason;
+    if (snapshots.empty()) fo.on_epoch(EpochInfo{});
   }
-
   ObjectiveOptions oo;
   oo.threads = fo.threads;
   auto full_elbo = [&](size_t e) {

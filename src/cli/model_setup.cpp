@@ -271,6 +271,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.schedule = t.schedule;
   o.epochs = t.epochs > 0 ? t.epochs : default_epochs(settings, o.optimizer);
   o.first_stage_epochs = t.first_stage_epochs;
+  o.polish = t.polish;
   o.batch_bags = t.batch_bags;
   o.tolerance = t.tolerance;
   o.patience = t.patience;

@@ -407,6 +407,18 @@ std::vector<Param> make_params() {
        10000000,
        "Staged fits (negative_binomial, model.unit_effect): epochs of the first stage, which only has to bring the "
        "map off the prior before the noise model is learned; a long one fits the map to noise."},
+      {"train.polish",
+       T::integer,
+       "0",
+       {},
+       0,
+       10000000,
+       "natgrad: after the epochs, at most this many full-batch evaluations (two passes over the data each) of "
+       "quasi-Newton steps on the kernel, mean and fixed effects, with q following by natural-gradient steps; "
+       "each accepted step is one more epoch in history.csv, and the polish ends by itself where no step "
+       "improves the objective. Minibatch steps leave the kernel and mean short of their optimum long after q has "
+       "settled; on a 10^6-pixel country 20 epochs and a polish came within 0.5 % of the optimum in less time "
+       "than 75 epochs reached 2 % (docs/benchmarks.md, \"Time to fit\"). 0: none."},
       {"train.batch_bags",
        T::integer,
        "16",

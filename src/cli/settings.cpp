@@ -63,6 +63,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   t.schedule = parse_schedule(r.text("train.schedule"));
   t.epochs = static_cast<int>(r.integer("train.epochs"));
   t.first_stage_epochs = static_cast<int>(r.integer("train.first_stage_epochs"));
+  t.polish = static_cast<int>(r.integer("train.polish"));
   t.batch_bags = r.integer("train.batch_bags");
   t.tolerance = r.real("train.tolerance");
   t.patience = static_cast<int>(r.integer("train.patience"));

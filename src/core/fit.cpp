@@ -14,6 +14,7 @@
 #include "natgrad.hpp"
 #include "objective.hpp"
 #include "param_layout.hpp"
+#include "polish.hpp"
 #include "predict.hpp"
 
 namespace vbagg {
@@ -572,6 +573,33 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
   return res;
 }
 
+// The polish after a natgrad fit's epochs (FitOptions::polish): every accepted step is reported as
+// one more epoch, with the held-out NLL, so early stopping and the history see it.
+void polish_after(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
+                  const FitOptions& o, Clock::time_point t0, FitResult& res) {
+  PolishOptions po;
+  po.evaluations = o.polish;
+  po.objective = objective_options(o);
+  bool early = false;
+  po.accepted = [&](double elbo) {
+    ++res.epochs;
+    res.elbo = elbo;
+    EpochInfo info;
+    info.epoch = res.epochs;
+    info.elbo = elbo;
+    info.holdout_nll = holdout.update(model, res.epochs - holdout.epoch_offset);
+    info.seconds = seconds_since(t0);
+    if (o.on_epoch && !o.on_epoch(info)) return false;
+    early = holdout.exhausted(res.epochs - holdout.epoch_offset);
+    return !early;
+  };
+  const PolishResult p = polish(model, data, held_here(train, o), po);
+  res.stop_reason = p.stop_reason == "converged"         ? "polished"
+                    : p.stop_reason == "max_evaluations" ? "polish_budget"
+                    : early                              ? "early_stopping"
+                                                         : "callback";
+}
+
 }  // namespace
 
 double held_out_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, const FitOptions& o) {
@@ -605,6 +633,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.epochs < 1) throw ConfigError("train.epochs must be at least 1");
   if (options.first_stage_epochs < 1) throw ConfigError("train.first_stage_epochs must be at least 1");
   if (!(options.learning_rate > 0)) throw ConfigError("train.learning_rate must be positive");
+  if (options.polish < 0) throw ConfigError("train.polish must be at least 0");
+  const auto t0 = Clock::now();
   HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
   if (options.optimizer != Optimizer::adam && model.spec.any_sampled())
     throw ConfigError(
@@ -659,6 +689,9 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   } else {
     res = run(options, ParamSlice{});
   }
+  if (options.optimizer == Optimizer::natgrad && options.polish > 0 && res.stop_reason != "callback" &&
+      res.stop_reason != "early_stopping")
+    polish_after(model, data, train, tracker, options, t0, res);
   if (!holdout.empty()) {
     res.best_holdout_nll = tracker.best;
     res.best_epoch = tracker.best_epoch;

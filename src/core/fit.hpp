@@ -75,6 +75,10 @@ struct FitOptions {
   // first_stage_epochs epochs, then freed in a second of at most `epochs`.
   bool staged = true;
   int first_stage_epochs = 50;
+  // natgrad: after the epochs, at most this many full-batch evaluations of quasi-Newton steps on
+  // everything after q, with q following by natural-gradient steps (polish.hpp); each is reported
+  // to on_epoch as one more epoch. 0: none.
+  int polish = 0;
   unsigned long long seed = 1;
   int threads = 1;
   // A data-parallel run: `data` is this process's share of the bags, the bag lists given to fit()
@@ -88,8 +92,10 @@ struct FitOptions {
 
 struct FitResult {
   int epochs = 0;
-  std::string stop_reason;  // "max_epochs", "converged", "early_stopping", "callback", "line_search"
-  double elbo = 0;          // final epoch's ELBO estimate
+  // "max_epochs", "converged", "early_stopping", "callback", "line_search", "annealed"; after a
+  // polish "polished" (it converged) or "polish_budget" (FitOptions::polish ran out).
+  std::string stop_reason;
+  double elbo = 0;  // final epoch's ELBO estimate
   double best_holdout_nll = NAN;
   int best_epoch = 0;
   int recovered_steps = 0;  // steps rolled back after a non-finite objective

@@ -287,6 +287,32 @@ TEST_F(EndToEnd, AnnealedStepsEndTheFit) {
   EXPECT_LT(rates[39], 0.01 * rates[0]);
 }
 
+// train.polish: natural-gradient epochs, then polish steps, each a line of history.csv with a
+// better full-data objective than the step before; an L-BFGS fit says it has none to polish.
+TEST_F(EndToEnd, PolishFollowsTheNaturalGradientEpochs) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+               "/polish --set train.optimizer=natgrad --set train.epochs=8 --set train.polish=6 "
+               "--set model.likelihood=poisson --set model.unit_effect=false --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = read_file(d() + "/polish/model.yaml");
+  EXPECT_TRUE(model.find("stop_reason: polished") != std::string::npos ||
+              model.find("stop_reason: polish_budget") != std::string::npos)
+      << model;
+  std::istringstream history(read_file(d() + "/polish/history.csv"));
+  std::string line;
+  std::vector<double> objective;
+  std::getline(history, line);  // header
+  while (std::getline(history, line)) objective.push_back(std::stod(line.substr(line.find(',') + 1)));
+  ASSERT_GT(objective.size(), 8u);
+  ASSERT_LE(objective.size(), 14u);
+  for (size_t k = 9; k < objective.size(); ++k) EXPECT_GT(objective[k], objective[k - 1]) << "polish step " << k - 7;
+  r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+          "/polish_lbfgs --set train.optimizer=lbfgs --set train.epochs=3 --set train.polish=6 "
+          "--set model.likelihood=poisson --set model.unit_effect=false --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("train.polish follows natural-gradient epochs only"), std::string::npos) << r.output;
+}
+
 TEST_F(EndToEnd, CloudOptimisedOutputAndCreationOptions) {
   auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/cog --of COG -q");
   ASSERT_EQ(r.code, 0) << r.output;

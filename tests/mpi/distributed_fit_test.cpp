@@ -123,10 +123,11 @@ struct FitCase {
   Optimizer optimizer;
   LikelihoodKind likelihood;
   Expectation expectation;
+  int polish = 0;
 };
 
-// A fixed number of steps of every optimiser, with held-out bags and early-stopping bookkeeping,
-// and the staged negative binomial fit: parameters and objective to 1e-10.
+// A fixed number of steps of every optimiser (natgrad also with its polish), with held-out bags
+// and early-stopping bookkeeping, and the staged negative binomial fit: parameters and objective to 1e-10.
 TEST(Distributed, FitMatchesOneProcess) {
   const Dataset data = count_data(8);
   const std::vector<Index> train{0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 19, 20, 21, 22};
@@ -137,6 +138,7 @@ TEST(Distributed, FitMatchesOneProcess) {
         FitCase{"adam_sampled", Optimizer::adam, LikelihoodKind::poisson, Expectation::sample},
         FitCase{"lbfgs", Optimizer::lbfgs, LikelihoodKind::poisson, Expectation::bound},
         FitCase{"natgrad", Optimizer::natgrad, LikelihoodKind::poisson, Expectation::bound},
+        FitCase{"natgrad_polished", Optimizer::natgrad, LikelihoodKind::poisson, Expectation::bound, 4},
         FitCase{"adam_staged_nb", Optimizer::adam, LikelihoodKind::negative_binomial, Expectation::delta}}) {
     ModelSpec spec = test::spec_of(c.likelihood, Link::exp, CovarianceMode::nystrom, c.expectation);
     spec.linear_inputs = 3;
@@ -146,6 +148,7 @@ TEST(Distributed, FitMatchesOneProcess) {
     FitOptions fo;
     fo.optimizer = c.optimizer;
     fo.epochs = c.optimizer == Optimizer::lbfgs ? 12 : 3;
+    fo.polish = c.polish;
     fo.first_stage_epochs = 2;
     fo.batch_bags = 5;
     fo.learning_rate = 0.03;

@@ -1,0 +1,140 @@
+#include "polish.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "natgrad.hpp"
+#include "param_layout.hpp"
+
+namespace vbagg {
+
+namespace {
+
+// A point of the polish: every parameter where the objective was read (q after the first
+// natural-gradient step), the objective and the gradient of the rest there, and every parameter
+// after the second step, where the next evaluation starts.
+struct Point {
+  Vector at, g, theta;
+  double value = -INFINITY;
+};
+
+// One natural-gradient step on q from the data term's gradients, halved while the new precision
+// is refused (natural_gradient_step).
+void step_q(Model& model, const ObjectiveValue& v) {
+  double gamma = 1.0;
+  while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
+}
+
+// d = H g by the two-loop recursion, H the memory's inverse-Hessian estimate of -ELBO: an ascent
+// direction while the pairs have positive curvature.
+Vector quasi_newton_direction(const std::vector<std::pair<Vector, Vector>>& memory, const Vector& g) {
+  Vector d = g;
+  std::vector<double> alpha(memory.size());
+  for (size_t k = memory.size(); k-- > 0;) {
+    alpha[k] = memory[k].first.dot(d) / memory[k].second.dot(memory[k].first);
+    d -= alpha[k] * memory[k].second;
+  }
+  if (!memory.empty()) d *= memory.back().first.dot(memory.back().second) / memory.back().second.squaredNorm();
+  for (size_t k = 0; k < memory.size(); ++k)
+    d += (alpha[k] - memory[k].second.dot(d) / memory[k].second.dot(memory[k].first)) * memory[k].first;
+  return d;
+}
+
+}  // namespace
+
+PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>& bags, const PolishOptions& options) {
+  const ParamSlice q = param_slice(model, ParamBlockId::q_chol);
+  const Index head = q.offset + q.size, rest = model.num_params() - head;
+  ObjectiveOptions oo = options.objective;
+  oo.q_moments_gradient = true;
+  PolishResult res;
+  auto evaluate = [&](const Vector& theta) {
+    model.unpack(theta);
+    Point p;
+    ++res.evaluations;
+    try {
+      Vector grad;
+      for (int k = 0; k < 2; ++k) {
+        const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, oo);
+        model.jitter = std::max(model.jitter, v.jitter_used);
+        if (k == 1) {
+          p.value = v.elbo;
+          p.g = grad.tail(rest);
+          p.at = model.pack();
+        }
+        step_q(model, v);
+      }
+    } catch (const NumericalError&) {
+      p.value = -INFINITY;
+    }
+    if (!std::isfinite(p.value) || !p.g.allFinite()) p.value = -INFINITY;
+    p.theta = model.pack();
+    return p;
+  };
+  // Where the epochs left the fit: the polish returns there unless it ends higher (a step of size
+  // 1 on q is not always an ascent where a term is not log-concave in f).
+  const Vector start = model.pack();
+  double start_value = -INFINITY;
+  try {
+    start_value = elbo(model, data, bags, 1.0, nullptr, oo).elbo;
+  } catch (const NumericalError&) {
+  }
+  Point cur = evaluate(start);
+  res.elbo = cur.value;
+  if (!std::isfinite(cur.value)) {
+    model.unpack(start);
+    res.elbo = start_value;
+    res.stop_reason = "converged";
+    return res;
+  }
+  std::vector<std::pair<Vector, Vector>> memory;  // (s, y) of the last accepted steps, for -ELBO
+  bool restarted = false;
+  res.stop_reason = "max_evaluations";
+  while (res.evaluations < options.evaluations) {
+    Vector d = quasi_newton_direction(memory, cur.g);
+    if (memory.empty() || d.dot(cur.g) <= 0) {
+      memory.clear();
+      d = cur.g;
+    }
+    if (!(d.cwiseAbs().maxCoeff() > 0)) {
+      res.stop_reason = "converged";
+      break;
+    }
+    // Without curvature, along the gradient by a tenth of the largest change.
+    double step = std::min(1.0, (memory.empty() ? 0.1 : 1.0) * options.largest_change / d.cwiseAbs().maxCoeff());
+    bool moved = false;
+    for (int tries = 0; tries < 5 && res.evaluations < options.evaluations && !moved; ++tries, step *= 0.25) {
+      Vector theta = cur.theta;
+      theta.tail(rest) += step * d;
+      Point trial = evaluate(theta);
+      if (trial.value < cur.value + 1e-4 * step * d.dot(cur.g)) continue;  // Armijo
+      const Vector s = trial.theta.tail(rest) - cur.theta.tail(rest), y = cur.g - trial.g;
+      if (s.dot(y) > 1e-12 * s.norm() * y.norm()) memory.emplace_back(s, y);
+      if (static_cast<int>(memory.size()) > options.memory) memory.erase(memory.begin());
+      cur = std::move(trial);
+      moved = true;
+      ++res.steps;
+      res.elbo = cur.value;
+      model.unpack(cur.at);
+      if (options.accepted && !options.accepted(cur.value)) {
+        res.stop_reason = "callback";
+        return res;
+      }
+    }
+    if (!moved && (restarted || memory.empty())) {
+      if (res.evaluations < options.evaluations) res.stop_reason = "converged";
+      break;
+    }
+    restarted = !moved;
+    if (!moved) memory.clear();
+  }
+  model.unpack(cur.at);
+  if (!(res.elbo > start_value)) {
+    model.unpack(start);
+    res.elbo = start_value;
+  }
+  return res;
+}
+
+}  // namespace vbagg

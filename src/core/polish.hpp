@@ -1,0 +1,51 @@
+// The polish after a natural-gradient fit (FitOptions::polish): quasi-Newton steps on the kernel,
+// mean and the rest, with q following by full-batch natural-gradient steps.
+//
+// Minibatch Adam moves those ~40 numbers along a narrow valley (the mean, the kernel variances and
+// q's whitened mean trade off) at the pace of the gradient's signal-to-noise ratio, and leaves the
+// fit short of its optimum long after q has settled (docs/benchmarks.md, "Time to fit"). With q
+// brought to its optimum for the rest before every reading, the gradient of the rest is that of
+// the profile objective max_q ELBO, in which the valley is gone, and L-BFGS on it converges.
+#pragma once
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "dataset.hpp"
+#include "model.hpp"
+#include "objective.hpp"
+
+namespace vbagg {
+
+struct PolishOptions {
+  int evaluations = 0;  // budget of objective evaluations (each two passes over the data)
+  int memory = 10;      // L-BFGS pairs kept
+  // The largest change of any parameter after q in one step: they are logs or coefficients, and
+  // a larger move leaves q's optimum too far for one natural-gradient step to follow.
+  double largest_change = 1.0;
+  ObjectiveOptions objective;  // threads and processes; q_moments_gradient is set by polish()
+  // Called with the full-data ELBO after every accepted step; returning false ends the polish.
+  std::function<bool(double elbo)> accepted;
+};
+
+struct PolishResult {
+  int evaluations = 0;
+  int steps = 0;  // accepted
+  double elbo = -INFINITY;
+  // "converged" (a step along the gradient failed right after a restart of the memory, or the
+  // objective was not finite after the first natural-gradient steps), "max_evaluations" or
+  // "callback".
+  std::string stop_reason;
+};
+
+// Polishes the model on the listed bags of data (all of them, or with objective.processes this
+// process's share). Each evaluation takes one natural-gradient step of size 1 on q from the point
+// it starts from, reads the objective and the gradient of the rest there, and takes a second step
+// for the next start. A rejected trial point is forgotten and the line search retries at a
+// quarter of the step, 5 times. The model ends where the best accepted objective was read, or where
+// it started if that is better: PolishResult::elbo is the objective of the model it leaves.
+PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>& bags, const PolishOptions& options);
+
+}  // namespace vbagg
