@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
   fo.threads = 2;
   fo.epochs = 60;
   std::string link = "exp", save, resume;
-  int warm_start = 0, polish = 0;
+  int warm_start = 0;
   bool linear_mean = false, variational_effects = false;
   bool trace = false;
   double reference = NAN;  // the converged ELBO of a long run
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
     else if (k == "--warm-start")
       warm_start = std::stoi(v);
     else if (k == "--polish")
-      polish = std::stoi(v);
+      fo.polish = std::stoi(v);
     else if (k == "--mean")
       linear_mean = v == "linear";
     else if (k == "--fixed-effects")
@@ -161,7 +161,6 @@ int main(int argc, char** argv) {
 
   std::vector<Vector> snapshots;
   std::vector<double> jitters, times;
-  fo.polish = polish;
   fo.on_epoch = [&](const EpochInfo& info) {
     snapshots.push_back(model.pack());
     jitters.push_back(model.jitter);
@@ -180,7 +179,7 @@ int main(int argc, char** argv) {
     // --epochs 0: the polish alone, from the start or a --resume'd fit (a converged one should
     // end at once).
     PolishOptions po;
-    po.evaluations = polish;
+    po.evaluations = fo.polish;
     po.objective.threads = fo.threads;
     const auto start = Clock::now();
     po.accepted = [&](double elbo) {

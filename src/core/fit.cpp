@@ -453,8 +453,7 @@ FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& 
         // A precision that is not positive definite, or would nearly lose the old one (possible
         // where the term is not log-concave in f: the square link, a unit effect), halves the
         // step until it is (natural_gradient_step).
-        double gamma = decay * step_size;
-        while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
+        natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, decay * step_size);
         theta.head(q_params) = model.pack().head(q_params);
       }
       model.unpack(theta);
@@ -594,10 +593,7 @@ void polish_after(Model& model, const Dataset& data, const std::vector<Index>& t
     return !early;
   };
   const PolishResult p = polish(model, data, held_here(train, o), po);
-  res.stop_reason = p.stop_reason == "converged"         ? "polished"
-                    : p.stop_reason == "max_evaluations" ? "polish_budget"
-                    : early                              ? "early_stopping"
-                                                         : "callback";
+  res.stop_reason = early ? "early_stopping" : p.stop_reason;
 }
 
 }  // namespace

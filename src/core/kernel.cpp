@@ -244,12 +244,13 @@ void Kernel::add_part(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen:
   // One pass per column: finish the distances (kept for the backward pass) and add the part.
   for (Index j = 0; j < n2; ++j) {
     auto d = r2.col(j).array();
-    d += cache.norms1 + cache.norms2[j];
+    cache.column = cache.norms1 + cache.norms2[j];
+    d += cache.column;
     // |z1|^2 + |z2|^2 - 2 z1.z2 carries a rounding error of a few ulps of the norms: below that
     // the points coincide. Left as it is, a point's distance to itself is ~1e-8 after the square
     // root, matern12's kernel moves by that much, and the rounding pattern of the vector ISA
     // decides it (finite differences saw 1e-5 where the machine had AVX-512).
-    d = (d > kCoincident * (cache.norms1 + cache.norms2[j])).select(d, 0.0);
+    d = (d > kCoincident * cache.column).select(d, 0.0);
     cache.column = d;
     if (assign) {
       profile(p.type, var, cache.column, out.col(j).array());

@@ -36,4 +36,8 @@ bool natural_gradient_step(Model& model, const Vector& grad_mean, const Matrix& 
   return true;
 }
 
+void natural_gradient_step_halving(Model& model, const Vector& grad_mean, const Matrix& grad_cov, double step) {
+  while (!natural_gradient_step(model, grad_mean, grad_cov, step) && step > 1e-6) step *= 0.5;
+}
+
 }  // namespace vbagg

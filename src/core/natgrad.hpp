@@ -14,4 +14,7 @@ namespace vbagg {
 // leaving the model unchanged, when the new precision is not positive definite.
 bool natural_gradient_step(Model& model, const Vector& grad_mean, const Matrix& grad_cov, double step);
 
+// natural_gradient_step from `step`, halved while it is refused, down to 1e-6 (then none is taken).
+void natural_gradient_step_halving(Model& model, const Vector& grad_mean, const Matrix& grad_cov, double step);
+
 }  // namespace vbagg

@@ -19,13 +19,6 @@ struct Point {
   double value = -INFINITY;
 };
 
-// One natural-gradient step on q from the data term's gradients, halved while the new precision
-// is refused (natural_gradient_step).
-void step_q(Model& model, const ObjectiveValue& v) {
-  double gamma = 1.0;
-  while (!natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, gamma) && gamma > 1e-6) gamma *= 0.5;
-}
-
 // d = H g by the two-loop recursion, H the memory's inverse-Hessian estimate of -ELBO: an ascent
 // direction while the pairs have positive curvature.
 Vector quasi_newton_direction(const std::vector<std::pair<Vector, Vector>>& memory, const Vector& g) {
@@ -63,7 +56,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
           p.g = grad.tail(rest);
           p.at = model.pack();
         }
-        step_q(model, v);
+        natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, 1.0);
       }
     } catch (const NumericalError&) {
       p.value = -INFINITY;
@@ -85,12 +78,12 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   if (!std::isfinite(cur.value)) {
     model.unpack(start);
     res.elbo = start_value;
-    res.stop_reason = "converged";
+    res.stop_reason = "polished";
     return res;
   }
   std::vector<std::pair<Vector, Vector>> memory;  // (s, y) of the last accepted steps, for -ELBO
   bool restarted = false;
-  res.stop_reason = "max_evaluations";
+  res.stop_reason = "polish_budget";
   while (res.evaluations < options.evaluations) {
     Vector d = quasi_newton_direction(memory, cur.g);
     if (memory.empty() || d.dot(cur.g) <= 0) {
@@ -98,7 +91,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
       d = cur.g;
     }
     if (!(d.cwiseAbs().maxCoeff() > 0)) {
-      res.stop_reason = "converged";
+      res.stop_reason = "polished";
       break;
     }
     // Without curvature, along the gradient by a tenth of the largest change.
@@ -123,7 +116,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
       }
     }
     if (!moved && (restarted || memory.empty())) {
-      if (res.evaluations < options.evaluations) res.stop_reason = "converged";
+      if (res.evaluations < options.evaluations) res.stop_reason = "polished";
       break;
     }
     restarted = !moved;

@@ -34,9 +34,9 @@ struct PolishResult {
   int evaluations = 0;
   int steps = 0;  // accepted
   double elbo = -INFINITY;
-  // "converged" (a step along the gradient failed right after a restart of the memory, or the
-  // objective was not finite after the first natural-gradient steps), "max_evaluations" or
-  // "callback".
+  // FitResult's names: "polished" (a step along the gradient failed right after a restart of the
+  // memory, or the objective was not finite after the first natural-gradient steps),
+  // "polish_budget" (the evaluations ran out) or "callback".
   std::string stop_reason;
 };
 
