@@ -29,6 +29,7 @@
 #include <string>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/kernel.hpp"
 #include "core/objective.hpp"
 #include "core/param_layout.hpp"

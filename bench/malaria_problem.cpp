@@ -6,7 +6,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/kernel.hpp"
 
 namespace vbagg::bench {

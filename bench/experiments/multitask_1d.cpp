@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/linalg.hpp"
 #include "core/metrics.hpp"
 #include "core/predict.hpp"

@@ -18,6 +18,7 @@
 
 #include "core/baselines.hpp"
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/metrics.hpp"
 #include "core/predict.hpp"
 

@@ -9,6 +9,7 @@
 #include "app.hpp"
 #include "core/baselines.hpp"
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/likelihood.hpp"
 #include "core/predict.hpp"
 #include "core/standardize.hpp"

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 #include "core/metrics.hpp"

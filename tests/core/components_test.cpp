@@ -10,6 +10,7 @@
 #include "core/country.hpp"
 #include "core/fit.hpp"
 #include "core/inducing.hpp"
+#include "core/init.hpp"
 #include "core/metrics.hpp"
 #include "core/predict.hpp"
 #include "core/swissroll.hpp"

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/objective.hpp"
 #include "core/swissroll.hpp"
 #include "test_util.hpp"

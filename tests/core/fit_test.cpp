@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/baselines.hpp"
+#include "core/init.hpp"
 #include "core/metrics.hpp"
 #include "core/natgrad.hpp"
 #include "core/objective.hpp"

@@ -4,7 +4,7 @@
 // the mixing makes it so.
 #include <gtest/gtest.h>
 
-#include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/linear_start.hpp"
 #include "core/param_layout.hpp"
 #include "core/predict.hpp"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/kernel.hpp"
 #include "test_util.hpp"
 

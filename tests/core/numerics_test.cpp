@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
 #include "test_util.hpp"

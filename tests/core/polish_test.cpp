@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/param_layout.hpp"
 #include "test_util.hpp"
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/param_layout.hpp"
 #include "core/predict.hpp"
 #include "test_util.hpp"

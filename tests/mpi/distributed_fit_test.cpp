@@ -8,6 +8,7 @@
 #include "../core/test_util.hpp"
 #include "cli/processes.hpp"
 #include "core/fit.hpp"
+#include "core/init.hpp"
 #include "core/kernel.hpp"
 #include "core/shard.hpp"
 
