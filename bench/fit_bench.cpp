@@ -4,20 +4,21 @@
 //   fit_bench [--optimizer adam|lbfgs|natgrad] [--epochs 60] [--learning-rate 0.01] [--batch-bags 16]
 //             [--natgrad-step 0.1] [--schedule constant|cosine] [--reference ELBO] [--trace 1]
 //             [--inducing 576] [--threads 2] [--link exp|square] [--pixels N] [--bags n]
-//             [--save FILE] [--resume FILE] [--warm-start EVALS] [--polish EVALS]
+//             [--save FILE] [--resume FILE] [--warm-start EVALS] [--polish EVALS] [--polish-q-steps 2]
 //             [--mean constant|linear] [--fixed-effects point|variational]
 // --trace prints the kernel and mean after every epoch.
 // --warm-start first fits the MAP point estimate of the same model (the nystrom baseline) by EVALS
 // full-batch L-BFGS evaluations and starts from its kernel, mean and m_v (counted as
 // initialisation).
 // --polish continues a natgrad fit with at most EVALS full-batch evaluations of the polish
-// (FitOptions::polish, core/polish.hpp); each takes two passes over the data. With --epochs 0
+// (FitOptions::polish, core/polish.hpp); each takes --polish-q-steps (2) natural-gradient steps on
+// q before the objective is read and one after, a pass over the data each. With --epochs 0
 // it polishes the start (or the --resume'd parameters) alone.
 // --mean linear gives the GP the linear mean of the covariates (vbagg-train's default;
 // model.mean_function), and --fixed-effects variational puts its intercept and coefficients in q.
-// --save writes the parameters after the last epoch; --resume starts from such a file instead of
-// the initial model (its initialisation time is then 0), so a long reference run can be continued
-// or polished with other settings.
+// --save writes the parameters after the last epoch and after every polish step; --resume starts
+// from such a file instead of the initial model (its initialisation time is then 0), so a long
+// reference run can be continued or polished with other settings.
 // The parameters after every epoch are kept and the full-data ELBO is evaluated afterwards at
 // epochs 1, 2, 3, 4, 6, 8, 11, ... and the last, then bisected between the last two, so the
 // evaluations do not count towards the fit time and the reported epoch is the first within reach.
@@ -42,12 +43,18 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // Parameters as raw doubles: the jitter, then Model::pack().
+// Written beside the target and renamed over it, so a run killed while saving leaves the last
+// complete file.
 void save_parameters(const Model& model, const std::string& path) {
   const Vector theta = model.pack();
-  std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(&model.jitter), sizeof(double));
-  out.write(reinterpret_cast<const char*>(theta.data()), static_cast<std::streamsize>(theta.size() * sizeof(double)));
-  if (!out) throw std::runtime_error("cannot write " + path);
+  const std::string part = path + ".part";
+  {
+    std::ofstream out(part, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&model.jitter), sizeof(double));
+    out.write(reinterpret_cast<const char*>(theta.data()), static_cast<std::streamsize>(theta.size() * sizeof(double)));
+    if (!out) throw std::runtime_error("cannot write " + part);
+  }
+  if (std::rename(part.c_str(), path.c_str()) != 0) throw std::runtime_error("cannot write " + path);
 }
 
 void load_parameters(Model& model, const std::string& path) {
@@ -120,6 +127,8 @@ int main(int argc, char** argv) {
       warm_start = std::stoi(v);
     else if (k == "--polish")
       fo.polish = std::stoi(v);
+    else if (k == "--polish-q-steps")
+      fo.polish_q_steps = std::stoi(v);
     else if (k == "--mean")
       linear_mean = v == "linear";
     else if (k == "--fixed-effects")
@@ -171,6 +180,8 @@ int main(int argc, char** argv) {
       std::printf("polish step %d: %.1f s, ELBO %.2f\n", info.epoch - fo.epochs, info.seconds, info.elbo);
       std::fflush(stdout);
     }
+    // A long polish can be ended at any step and continued with --resume.
+    if (!save.empty() && info.epoch >= fo.epochs) save_parameters(model, save);
     return true;
   };
   FitResult res;
@@ -181,6 +192,7 @@ int main(int argc, char** argv) {
     // end at once).
     PolishOptions po;
     po.evaluations = fo.polish;
+    po.q_steps = fo.polish_q_steps;
     po.objective.threads = fo.threads;
     const auto start = Clock::now();
     po.accepted = [&](double elbo) {

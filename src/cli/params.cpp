@@ -413,7 +413,7 @@ std::vector<Param> make_params() {
        {},
        0,
        10000000,
-       "natgrad: after the epochs, at most this many full-batch evaluations (two passes over the data each) of "
+       "natgrad: after the epochs, at most this many full-batch evaluations (three passes over the data each) of "
        "quasi-Newton steps on the kernel, mean and fixed effects, with q following by natural-gradient steps; "
        "each accepted step is one more epoch in history.csv, and the polish ends by itself where no step "
        "improves the objective. Minibatch steps leave the kernel and mean short of their optimum long after q has "

@@ -483,6 +483,7 @@ void polish_after(Model& model, const Dataset& data, const std::vector<Index>& t
                   const FitOptions& o, Clock::time_point t0, FitResult& res) {
   PolishOptions po;
   po.evaluations = o.polish;
+  po.q_steps = o.polish_q_steps;
   po.objective = objective_options(o);
   bool early = false;
   po.accepted = [&](double elbo) {

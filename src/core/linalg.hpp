@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "denormals.hpp"
 #include "types.hpp"
 
 namespace vbagg {
@@ -18,7 +19,10 @@ template <typename F>
 void for_column_blocks(Index cols, int threads, const F& f) {
   const Index blocks = (cols + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1 && blocks > 1)
-  for (Index b = 0; b < blocks; ++b) f(b * kColumnBlock, std::min(kColumnBlock, cols - b * kColumnBlock));
+  for (Index b = 0; b < blocks; ++b) {
+    const FlushDenormals flush;
+    f(b * kColumnBlock, std::min(kColumnBlock, cols - b * kColumnBlock));
+  }
 }
 
 // Lower Cholesky factor of K + jitter*I. When the factorisation fails the jitter is multiplied by

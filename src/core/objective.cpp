@@ -6,6 +6,7 @@
 #include <map>
 
 #include "bag_pass.hpp"
+#include "denormals.hpp"
 #include "likelihood.hpp"
 #include "likelihoods/count.hpp"
 #include "linalg.hpp"
@@ -19,6 +20,15 @@ namespace {
 // The accumulators of the evaluations run from this thread, kept between them.
 std::vector<Accumulator>& accumulator_pool() {
   static thread_local std::vector<Accumulator> pool;
+  return pool;
+}
+
+// The per-thread scratch of the evaluations run from this thread, kept between them: allocated
+// afresh, a full pass's block buffers (tens of MiB a thread) were faulted in again on every call,
+// and on a virtual machine whose host reclaims freed memory that took longer than the pass itself.
+std::vector<Workspace>& workspace_pool(int threads) {
+  static thread_local std::vector<Workspace> pool;
+  if (pool.size() < static_cast<size_t>(threads)) pool.resize(static_cast<size_t>(threads));
   return pool;
 }
 
@@ -189,6 +199,7 @@ void sum_over_processes(const Collective& processes, const std::exception_ptr& f
 
 ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<Index>& bags, double scale, Vector* grad,
                     const ObjectiveOptions& options) {
+  const FlushDenormals flush;
   model.spec.validate();
   if (data.num_inputs() != model.num_inputs())
     throw DataError("the data have " + std::to_string(data.num_inputs()) + " inputs but the model expects " +
@@ -251,7 +262,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   for (size_t k = 0; k < bags.size(); ++k) pixels[k] = data.bag_size(bags[k]);
   const std::vector<int> slot_of = assign_bags(pixels, slots);
   std::vector<std::exception_ptr> errors(slots);
-  std::vector<Workspace> workspaces(threads);
+  std::vector<Workspace>& workspaces = workspace_pool(threads);
   // Bags sharing their unit's effect take two passes around their unit's term: their moments
   // first, then the way back from the unit term's derivatives (SharedUnitPass).
   const std::vector<std::vector<size_t>> units = shared_units(model, data, bags);
@@ -300,6 +311,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int s = 0; s < slots; ++s) {
       if (failure) continue;  // the bags cannot be evaluated: only the reduction is left
+      const FlushDenormals flush_here;
       try {
         Workspace& ws = workspaces[omp_get_thread_num()];
         for (size_t k = 0; k < bags.size(); ++k) {
@@ -337,6 +349,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     std::vector<std::exception_ptr> unit_errors(units.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t u = 0; u < units.size(); ++u) {
+      const FlushDenormals flush_here;
       try {
         const SourceTerm& src = source_of(units[u][0]);
         std::vector<double> y;

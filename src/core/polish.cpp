@@ -11,12 +11,13 @@ namespace vbagg {
 
 namespace {
 
-// A point of the polish: every parameter where the objective was read (q after the first
-// natural-gradient step), the objective and the gradient of the rest there, and every parameter
-// after the second step, where the next evaluation starts.
+// A point of the polish: every parameter where the objective was read (q after its first
+// natural-gradient steps), the objective and the gradient of the rest there, and every parameter
+// after one more step, where the next evaluation starts.
 struct Point {
   Vector at, g, theta;
   double value = -INFINITY;
+  double jitter = 0;  // K_WW's jitter the reading used (a later evaluation may raise the model's)
 };
 
 // d = H g by the two-loop recursion, H the memory's inverse-Hessian estimate of -ELBO: an ascent
@@ -48,13 +49,19 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
     ++res.evaluations;
     try {
       Vector grad;
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k <= options.q_steps; ++k) {
+        if (k == options.q_steps) {
+          // Read where the model will be unpacked to: q_chol's round trip through its packed form
+          // moves it by rounding, which a concentrated q turns into 1e-9 of the objective.
+          p.at = model.pack();
+          model.unpack(p.at);
+        }
         const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, oo);
         model.jitter = std::max(model.jitter, v.jitter_used);
-        if (k == 1) {
+        if (k == options.q_steps) {
           p.value = v.elbo;
           p.g = grad.tail(rest);
-          p.at = model.pack();
+          p.jitter = model.jitter;
         }
         natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, 1.0);
       }
@@ -68,6 +75,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   // Where the epochs left the fit: the polish returns there unless it ends higher (a step of size
   // 1 on q is not always an ascent where a term is not log-concave in f).
   const Vector start = model.pack();
+  const double start_jitter = model.jitter;
   double start_value = -INFINITY;
   try {
     start_value = elbo(model, data, bags, 1.0, nullptr, oo).elbo;
@@ -77,6 +85,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   res.elbo = cur.value;
   if (!std::isfinite(cur.value)) {
     model.unpack(start);
+    model.jitter = start_jitter;
     res.elbo = start_value;
     res.stop_reason = "polished";
     return res;
@@ -110,6 +119,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
       ++res.steps;
       res.elbo = cur.value;
       model.unpack(cur.at);
+      model.jitter = cur.jitter;
       if (options.accepted && !options.accepted(cur.value)) {
         res.stop_reason = "callback";
         return res;
@@ -123,8 +133,10 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
     if (!moved) memory.clear();
   }
   model.unpack(cur.at);
+  model.jitter = cur.jitter;
   if (!(res.elbo > start_value)) {
     model.unpack(start);
+    model.jitter = start_jitter;
     res.elbo = start_value;
   }
   return res;

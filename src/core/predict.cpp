@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "denormals.hpp"
 #include "likelihood.hpp"
 #include "link.hpp"
 
@@ -32,6 +33,7 @@ void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& v
   const Index blocks = (N + block - 1) / block;
 #pragma omp parallel num_threads(std::max(1, threads))
   {
+    const FlushDenormals flush;
     LatentScratch scratch;
 #pragma omp for schedule(static)
     for (Index b = 0; b < blocks; ++b) {
@@ -330,6 +332,7 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   Matrix partial = Matrix::Zero(samples, blocks);
 #pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
   {
+    const FlushDenormals flush;
     LatentScratch scratch;
     Vector m, s2, e(samples);
     Matrix T, Ft;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "counter_rng.hpp"
+#include "denormals.hpp"
 #include "link.hpp"
 #include "metrics.hpp"
 #include "predict.hpp"
@@ -42,6 +43,7 @@ SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index per
   SpanPrediction out{Vector(N), Vector(N), Matrix(N, static_cast<Index>(quantiles.size()))};
 #pragma omp parallel num_threads(std::max(1, threads))
   {
+    const FlushDenormals flush;
     Vector m, draws(samples), z(static_cast<Index>(samples) * periods);
     Matrix C;
     Eigen::SelfAdjointEigenSolver<Matrix> eig;

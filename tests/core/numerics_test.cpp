@@ -2,6 +2,9 @@
 // explanation; a non-finite objective is rolled back with a smaller step.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "core/denormals.hpp"
 #include "core/fit.hpp"
 #include "core/init.hpp"
 #include "core/objective.hpp"
@@ -93,6 +96,32 @@ TEST(Numerics, DuplicatedPixels) {
   expect_fits(d, ModelSpec{}, 20);
   d.inputs.setConstant(1.5);  // every pixel identical
   expect_fits(d, ModelSpec{}, 20);
+}
+
+// Subnormal numbers are 0 while a guard lives (kernel values of distant points once a kernel part
+// is switched off land there, and x86 takes each through a slow microcode path), and the caller's
+// mode is back when the guard, or the objective that opens one, returns.
+TEST(Numerics, SubnormalsAreFlushedOnlyWhileTheGuardLives) {
+#if !defined(__SSE__)
+  GTEST_SKIP() << "the guard acts on x86 only";
+#endif
+  volatile double tiny = 1e-300, factor = 1e-10;
+  EXPECT_GT(tiny * factor, 0.0);
+  {
+    const FlushDenormals flush;
+    EXPECT_EQ(tiny * factor, 0.0);
+    { const FlushDenormals nested; }
+    EXPECT_EQ(tiny * factor, 0.0);  // an inner guard restores its outer one's mode
+  }
+  EXPECT_GT(tiny * factor, 0.0);
+  const Dataset d = test::random_dataset(2, 4, 8, 2, LikelihoodKind::poisson, 7);
+  InitOptions init;
+  init.inducing = 5;
+  const Model m = init_model(ModelSpec{}, make_kernel("rbf", "none", 2, 0), d, init);
+  ObjectiveOptions o;
+  o.threads = 2;
+  EXPECT_TRUE(std::isfinite(elbo(m, d, nullptr, o).elbo));
+  EXPECT_GT(tiny * factor, 0.0);
 }
 
 TEST(Numerics, NonFiniteStepIsRolledBackWithSmallerSteps) {
