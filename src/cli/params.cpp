@@ -417,8 +417,9 @@ std::vector<Param> make_params() {
        "quasi-Newton steps on the kernel, mean and fixed effects, with q following by natural-gradient steps; "
        "each accepted step is one more epoch in history.csv, and the polish ends by itself where no step "
        "improves the objective. Minibatch steps leave the kernel and mean short of their optimum long after q has "
-       "settled: on the 300,000-pixel benchmark country 30 epochs ended 10 % below the optimum, and a polish after "
-       "them reached it within 0.1 % in 90 s (docs/benchmarks.md, \"Time to fit\"). 0: none."},
+       "settled: on the 300,000-pixel benchmark country 30 epochs ended 16 % below where a polish after them "
+       "ended, and the polish came within 0.1 % of that end in 165 s (docs/benchmarks.md, \"Time to fit\"). 0: "
+       "none."},
       {"train.batch_bags",
        T::integer,
        "16",
