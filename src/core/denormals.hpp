@@ -2,8 +2,9 @@
 // lives. Once a fit switches a kernel part off (its variance falls to e^-9 and below), the kernel
 // values of distant points and their products land there, and x86 processors take each subnormal
 // operand through a slow microcode assist: on the 300,000-pixel benchmark country the epochs after
-// the part switched off took 5 s instead of 0.9 s (docs/benchmarks.md). Flushed, such a value is 0: added to the normal
-// numbers it meets, it was below their rounding anyway, and the benchmark's ELBO kept every printed digit.
+// the part switched off took 5 s instead of 0.9 s (docs/benchmarks.md). Flushed, such a value is
+// 0: added to the normal numbers it meets, it was below their rounding anyway, and the benchmark's
+// ELBO kept every printed digit.
 //
 // The guard restores the thread's previous mode when it ends, so callers see no change. Every
 // parallel region whose threads evaluate kernels opens one, since each thread has its own mode.

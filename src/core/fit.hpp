@@ -7,7 +7,6 @@
 
 #include "dataset.hpp"
 #include "model.hpp"
-#include "pixel_columns.hpp"
 #include "shard.hpp"
 
 namespace vbagg {
