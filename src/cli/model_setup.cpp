@@ -166,6 +166,11 @@ ModelSpec model_spec(const Settings& settings) {
   s.map_estimate = c.kind == ModelKind::nystrom;
   s.tasks = task_names(sources);
   s.task = task_index(s.tasks, sources[0].task);
+  // auto: several tasks put their intercepts and coefficients in q, since each scales the shared
+  // fields and as a point estimate its uncertainty is missing from the intervals
+  // (docs/experiments.md, "Annealed steps: variational fixed effects become calibrated").
+  s.fixed_effects = c.fixed_effects.value_or(s.num_tasks() > 1 && c.kind == ModelKind::vbagg ? FixedEffects::variational
+                                                                                             : FixedEffects::point);
   s = complete_source(s, c);
   // auto: a unit's periods share its effect wherever the model defines that
   // (ModelSpec::unit_effect_shared), else each unit-period has its own.
@@ -249,12 +254,19 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
+// auto: the annealed steps that variational fixed effects need to settle (several tasks).
+Schedule default_schedule(const Settings& settings) {
+  return settings.train.schedule.value_or(model_spec(settings).num_tasks() > 1 ? Schedule::anneal : Schedule::constant);
+}
+
 int default_epochs(const Settings& settings, Optimizer optimizer) {
   // Measured on 24 months of a 60-unit country (docs/experiments.md, "A penalised-complexity
   // prior"): after 350 evaluations the shared unit effects still held part of the field and a
   // static covariate's effect (maps' 95 % intervals covering 71 % of the truth); after 1,550 the
   // effects' sd had fallen from 0.21 to 0.02 (truth 0) and the pixel MSE 35-fold.
-  return optimizer == Optimizer::lbfgs && settings.periods ? 1500 : 300;
+  if (optimizer == Optimizer::lbfgs && settings.periods) return 1500;
+  // Several tasks: their annealed steps were measured over 1000 epochs (docs/experiments.md).
+  return optimizer != Optimizer::lbfgs && model_spec(settings).num_tasks() > 1 ? 1000 : 300;
 }
 
 Index inducing_count(const Settings& settings, Index training_units) {
@@ -268,7 +280,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.optimizer = choose_optimizer(settings, training_pixels);
   o.learning_rate = t.learning_rate;
   o.natgrad_step = t.natgrad_step;
-  o.schedule = t.schedule;
+  o.schedule = default_schedule(settings);
   o.epochs = t.epochs > 0 ? t.epochs : default_epochs(settings, o.optimizer);
   o.first_stage_epochs = t.first_stage_epochs;
   o.polish = t.polish;

@@ -40,8 +40,11 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
 // and at most 200: bag data resolve the map no finer than the units, and an objective pass costs
 // M^2 per pixel, so a small problem should not pay for a continent's M.
 Index inducing_count(const Settings& settings, Index training_units);
-// train.epochs when 0 (auto): 1500 for an L-BFGS fit of several periods, else 300.
+// train.epochs when 0 (auto): 1500 for an L-BFGS fit of several periods, 1000 for an adam or
+// natgrad fit of several tasks, else 300.
 int default_epochs(const Settings& settings, Optimizer optimizer);
+// train.schedule, or with auto anneal for a fit of several tasks and constant otherwise.
+Schedule default_schedule(const Settings& settings);
 FitOptions fit_options(const Settings& settings, int threads, Index training_pixels);
 // Threads from train.threads (0: every core), overridden by a positive --threads.
 int thread_count(const Settings& settings, int cli_threads);

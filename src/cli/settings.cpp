@@ -37,7 +37,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   m.spec.samples = static_cast<int>(r.integer("model.samples"));
   m.linear_mean = r.text("model.mean_function") == "linear";
   m.spec.linear_prior_sd = r.real("model.linear_prior_sd");
-  m.spec.fixed_effects = parse_fixed_effects(r.text("model.fixed_effects"));
+  const std::string fixed_effects = r.text("model.fixed_effects");
+  if (fixed_effects != "auto") m.fixed_effects = parse_fixed_effects(fixed_effects);
   const std::string unit_effect = r.text("model.unit_effect");
   if (unit_effect != "auto") m.unit_effect = unit_effect == "true";
   m.unit_effect_scope = r.text("model.unit_effect_scope");
@@ -60,7 +61,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (optimizer != "auto") t.optimizer = parse_optimizer(optimizer);
   t.learning_rate = r.real("train.learning_rate");
   t.natgrad_step = r.real("train.natgrad_step");
-  t.schedule = parse_schedule(r.text("train.schedule"));
+  const std::string schedule = r.text("train.schedule");
+  if (schedule != "auto") t.schedule = parse_schedule(schedule);
   t.epochs = static_cast<int>(r.integer("train.epochs"));
   t.first_stage_epochs = static_cast<int>(r.integer("train.first_stage_epochs"));
   t.polish = static_cast<int>(r.integer("train.polish"));

@@ -17,14 +17,15 @@ namespace vbagg::cli {
 struct Settings {
   struct Model {
     ModelKind kind = ModelKind::vbagg;
-    // The core's choices as set: likelihood, covariance, aggregation, fixed effects, samples,
+    // The core's choices as set: likelihood, covariance, aggregation, samples,
     // prior precision and sd, learned inducing inputs (model_spec completes it).
     ModelSpec spec;
-    std::optional<Link> link;                // nullopt: auto, the likelihood's first link
-    std::optional<Expectation> expectation;  // nullopt: auto
-    bool linear_mean = true;                 // mean_function: linear
-    std::optional<bool> unit_effect;         // nullopt: auto
-    std::string unit_effect_scope;           // model.unit_effect_scope: auto, unit or period
+    std::optional<Link> link;                   // nullopt: auto, the likelihood's first link
+    std::optional<Expectation> expectation;     // nullopt: auto
+    bool linear_mean = true;                    // mean_function: linear
+    std::optional<bool> unit_effect;            // nullopt: auto
+    std::optional<FixedEffects> fixed_effects;  // nullopt: auto (model_spec: variational for several tasks)
+    std::string unit_effect_scope;              // model.unit_effect_scope: auto, unit or period
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space, kernel_time;
     Index inducing_count = 0;  // 0: from the number of training units
@@ -32,7 +33,7 @@ struct Settings {
   } model;
   struct Train {
     std::optional<Optimizer> optimizer;  // nullopt: auto
-    Schedule schedule = Schedule::constant;
+    std::optional<Schedule> schedule;    // nullopt: auto (fit_options: anneal for several tasks)
     double learning_rate = 0, natgrad_step = 0, tolerance = 0, holdout_fraction = 0;
     int epochs = 0, first_stage_epochs = 0, polish = 0, patience = 0, threads = 0;
     Index batch_bags = 0;

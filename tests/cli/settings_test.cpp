@@ -93,6 +93,33 @@ TEST(Settings, EpochBudgetFollowsThePeriodsAndTheOptimizer) {
             7);
 }
 
+// Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
+// point fixed effects and constant steps.
+TEST(Settings, SeveralTasksGetVariationalFixedEffectsAndAnnealedSteps) {
+  const std::string tasks =
+      "data:\n  sources:\n"
+      "    - {name: units, path: units.gpkg, id_field: ID, response_field: cases}\n"
+      "    - {name: clusters, path: clusters.gpkg, id_field: ID, response_field: positive, trials_field: tested, "
+      "task: prevalence}\n";
+  auto with = [&](const std::vector<std::string>& overrides) {
+    return settings_of(Config::parse(tasks, "tasks.yaml", ".", overrides, RequiredData::none));
+  };
+  const Settings joint = with({});
+  EXPECT_EQ(model_spec(joint).num_tasks(), 2);
+  EXPECT_EQ(model_spec(joint).fixed_effects, FixedEffects::variational);
+  ASSERT_EQ(choose_optimizer(joint, 1000), Optimizer::adam);  // the clusters' sampled binomial term
+  EXPECT_EQ(fit_options(joint, 1, 1000).schedule, Schedule::anneal);
+  EXPECT_EQ(fit_options(joint, 1, 1000).epochs, 1000);
+  const Settings set = with({"model.fixed_effects=point", "train.schedule=constant", "train.epochs=50"});
+  EXPECT_EQ(model_spec(set).fixed_effects, FixedEffects::point);
+  EXPECT_EQ(fit_options(set, 1, 1000).schedule, Schedule::constant);
+  EXPECT_EQ(fit_options(set, 1, 1000).epochs, 50);
+  const Settings one = settings_of(defaults_with({"train.optimizer=adam"}));
+  EXPECT_EQ(model_spec(one).fixed_effects, FixedEffects::point);
+  EXPECT_EQ(fit_options(one, 1, 1000).schedule, Schedule::constant);
+  EXPECT_EQ(fit_options(one, 1, 1000).epochs, 300);
+}
+
 TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   ModelSpec s = model_spec(settings_of(defaults_with({})));
   EXPECT_EQ(s.likelihood, LikelihoodKind::negative_binomial);
