@@ -150,6 +150,10 @@ Index task_index(const std::vector<std::string>& tasks, const std::string& task)
   return it == tasks.end() ? 0 : static_cast<Index>(it - tasks.begin());
 }
 
+// The sources observe more than one task (model_spec's num_tasks() > 1), without completing and
+// validating the whole spec: where the auto schedule and budget of shared latent fields apply.
+bool several_tasks(const Settings& settings) { return task_names(source_choices(settings)).size() > 1; }
+
 // The source's link: its own, else model.link, else the first its likelihood allows.
 Link source_link(const SourceChoice& src, const Settings::Model& c) {
   return src.link ? *src.link : c.link ? *c.link : likelihood_of(src.likelihood).links().front();
@@ -256,7 +260,7 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
 
 // auto: the annealed steps that variational fixed effects need to settle (several tasks).
 Schedule default_schedule(const Settings& settings) {
-  return settings.train.schedule.value_or(model_spec(settings).num_tasks() > 1 ? Schedule::anneal : Schedule::constant);
+  return settings.train.schedule.value_or(several_tasks(settings) ? Schedule::anneal : Schedule::constant);
 }
 
 int default_epochs(const Settings& settings, Optimizer optimizer) {
@@ -266,7 +270,7 @@ int default_epochs(const Settings& settings, Optimizer optimizer) {
   // effects' sd had fallen from 0.21 to 0.02 (truth 0) and the pixel MSE 35-fold.
   if (optimizer == Optimizer::lbfgs && settings.periods) return 1500;
   // Several tasks: their annealed steps were measured over 1000 epochs (docs/experiments.md).
-  return optimizer != Optimizer::lbfgs && model_spec(settings).num_tasks() > 1 ? 1000 : 300;
+  return optimizer != Optimizer::lbfgs && several_tasks(settings) ? 1000 : 300;
 }
 
 Index inducing_count(const Settings& settings, Index training_units) {
