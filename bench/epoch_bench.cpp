@@ -5,7 +5,8 @@
 // Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
 // times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
 // iteration), an Adam epoch (minibatches of 16 bags, each step with its own O(M^3) update), and
-// that O(M^3) work of a step alone (an objective + gradient over no bags).
+// that O(M^3) work of a step alone (an objective + gradient over no bags); then the polish's two
+// kinds of pass (core/polish.hpp): with q's moment gradient beside the full one, and with it alone.
 // --tasks T --latents Q: the same pixels as T sources of T tasks (bag a in source a mod T) on Q shared
 // latent fields of M inducing points each (docs/sources.md), against the one-field model.
 #include <Eigen/Core>
@@ -200,6 +201,22 @@ int main(int argc, char** argv) {
                 link.c_str(), expectation.c_str(), covariance.c_str(), t, peak, floor, best_f, best_g, best_g / floor,
                 adam_epoch);
     std::printf("\nper-step work besides the bags (O(M^3)): %.3f s\n", step);
+    // The polish's passes: the full gradient with q's moment gradient beside it (its reading), and
+    // q's moment gradient alone (its steps on q before the reading).
+    ObjectiveOptions with_q = opt, q_alone = opt;
+    with_q.q_moments_gradient = q_alone.q_moments_gradient = q_alone.q_moments_only = true;
+    double best_with_q = 1e300, best_q_alone = 1e300;
+    for (int r = 0; r < repeat; ++r) {
+      Vector g;
+      t0 = Clock::now();
+      elbo(model, data, &g, with_q);
+      best_with_q = std::min(best_with_q, seconds(t0));
+      t0 = Clock::now();
+      elbo(model, data, &g, q_alone);
+      best_q_alone = std::min(best_q_alone, seconds(t0));
+    }
+    std::printf("objective + gradient + q's moment gradient: %.2f s; objective + q's moment gradient alone: %.2f s\n",
+                best_with_q, best_q_alone);
     std::fflush(stdout);
   }
   return 0;

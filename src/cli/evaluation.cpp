@@ -217,11 +217,10 @@ std::vector<Index> of_source(const Dataset& d, const std::vector<Index>& bags, i
 // The index of the truth's task (empty: the first), or a ConfigError naming the model's tasks.
 int truth_task_index(const LoadedModel& m, const std::string& task) {
   if (task.empty()) return 0;
-  const std::vector<std::string>& tasks = m.file.model.spec.tasks;
-  for (size_t d = 0; d < tasks.size(); ++d)
-    if (tasks[d] == task) return static_cast<int>(d);
+  const ModelSpec& spec = m.file.model.spec;
+  if (const Index d = spec.find_task(task); d >= 0) return static_cast<int>(d);
   std::string names;
-  for (const auto& t : tasks) names += (names.empty() ? "" : ", ") + t;
+  for (const auto& t : spec.tasks) names += (names.empty() ? "" : ", ") + t;
   throw ConfigError("--truth-task " + task + ": the model's tasks are " +
                     (names.empty() ? "unnamed (one task)" : names));
 }

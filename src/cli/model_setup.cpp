@@ -145,11 +145,6 @@ std::vector<std::string> task_names(const std::vector<SourceChoice>& sources) {
   return tasks;
 }
 
-Index task_index(const std::vector<std::string>& tasks, const std::string& task) {
-  const auto it = std::find(tasks.begin(), tasks.end(), task);
-  return it == tasks.end() ? 0 : static_cast<Index>(it - tasks.begin());
-}
-
 // The sources observe more than one task (model_spec's num_tasks() > 1), without completing and
 // validating the whole spec: where the auto schedule and budget of shared latent fields apply.
 bool several_tasks(const Settings& settings) { return task_names(source_choices(settings)).size() > 1; }
@@ -169,7 +164,7 @@ ModelSpec model_spec(const Settings& settings) {
   s.link = source_link(sources[0], c);
   s.map_estimate = c.kind == ModelKind::nystrom;
   s.tasks = task_names(sources);
-  s.task = task_index(s.tasks, sources[0].task);
+  s.task = std::max<Index>(0, s.find_task(sources[0].task));  // a source without a task: the first
   // auto: several tasks put their intercepts and coefficients in q, since each scales the shared
   // fields and as a point estimate its uncertainty is missing from the intervals
   // (docs/experiments.md, "Annealed steps: variational fixed effects become calibrated").
@@ -190,7 +185,7 @@ ModelSpec model_spec(const Settings& settings) {
       view.link = source_link(sources[i], c);
       view = complete_source(view, c);
       s.more_sources.push_back({sources[i].name, view.likelihood, view.expectation, view.aggregation, view.unit_effect,
-                                view.link, task_index(s.tasks, sources[i].task)});
+                                view.link, std::max<Index>(0, s.find_task(sources[i].task))});
     }
   }
   try {

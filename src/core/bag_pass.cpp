@@ -183,8 +183,9 @@ double bag_term_of(const Model& model, const Posterior& post, const Dataset& dat
 }
 
 void bag_backward(const Model& model, const Posterior& post, const Dataset& data, BagForward& f, double scale,
-                  const SourceTerm& src, BagGradient& g, Workspace& ws, Accumulator& acc) {
+                  const SourceTerm& src, const ObjectiveOptions& opt, BagGradient& g, Workspace& ws, Accumulator& acc) {
   const BagNeeds needs = src.needs;
+  const bool q_only = opt.q_moments_only;
   const Index begin = f.begin, n = f.n, M = model.num_inducing();
   if (src.spec.unit_effect) acc.g_unit[src.unit_offset] += scale * g.g_unit_log_sd;
   g.gm *= scale;
@@ -197,20 +198,20 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
         data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
-  std::vector<std::pair<Matrix, Matrix>> factors;  // (B^T U, V) and (U, V) of dl/dT = sum U V^T
+  std::vector<Matrix> BtU;  // B^T U of each factor U V^T of dl/dT
   if (needs == BagNeeds::residual) {
     g.gd *= model.spec.map_estimate ? 0.0 : scale;
     acc.g_kdiag += g.gd.sum();
-    for (auto& [U, V] : g.gT_factors) {
-      U *= scale;
-      factors.push_back({post.B.transpose() * U, V});
+    for (auto& factor : g.gT_factors) {
+      factor.first *= scale;
+      if (!q_only) BtU.push_back(post.B.transpose() * factor.first);
     }
   }
   Matrix gCsym;
   if (needs == BagNeeds::exact) {
     g.gC *= scale;
     gCsym = 0.5 * (g.gC + g.gC.transpose());
-    model.kernel.cross_backward(gCsym, f.aa_cache, acc.g_kernel, nullptr);
+    if (!q_only) model.kernel.cross_backward(gCsym, f.aa_cache, acc.g_kernel, nullptr);
   }
   for (Index b = 0; b < f.blocks; ++b) {
     BlockScratch& sb = f.scratch(b);
@@ -220,20 +221,21 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
     const auto gs2 = g.gs2.segment(off, len);
+    // What q's moments read: alpha, Q and B (m = K^T alpha, s2 = k - diag(K^T Q K), T = B K).
     acc.g_alpha.noalias() += K * gm;
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
     subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
-    if (needs == BagNeeds::exact) {
-      acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
-      // dL/dK from C = ... - K^T R, before R is overwritten.
-      ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
-    }
+    if (needs == BagNeeds::exact) acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
+    if (needs == BagNeeds::nystrom) acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
+    if (needs == BagNeeds::residual)
+      for (const auto& [U, V] : g.gT_factors)  // T = B K through its products: dB += U (K V)^T
+        acc.g_B.noalias() += U * (K * V.middleRows(off, len)).transpose();
+    if (q_only) continue;
+    // dL/dK from C = ... - K^T R, before R is overwritten.
+    if (needs == BagNeeds::exact) ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
     // dL/dK from m and s2 (and T or C).
     for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
-    if (needs == BagNeeds::nystrom) {
-      acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
-      dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
-    }
+    if (needs == BagNeeds::nystrom) dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
     if (needs == BagNeeds::exact) dK += ws.U.view();
     if (needs == BagNeeds::residual) {
       // d = k - diag(K^T P K): dP = -K diag(gd) K^T, dK = -2 P K diag(gd).
@@ -241,12 +243,9 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
       subtract_weighted_gram(acc.g_P_lower, K, gd, ws.U);
       const auto S = sb.S.view();
       for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
-      // T = B K through its products: dB += U (K V)^T, dK += (B^T U) V^T.
-      for (size_t k = 0; k < factors.size(); ++k) {
-        const auto V = g.gT_factors[k].second.middleRows(off, len);
-        acc.g_B.noalias() += g.gT_factors[k].first * (K * V).transpose();
-        dK.noalias() += factors[k].first * V.transpose();
-      }
+      // dK += (B^T U) V^T
+      for (size_t k = 0; k < BtU.size(); ++k)
+        dK.noalias() += BtU[k] * g.gT_factors[k].second.middleRows(off, len).transpose();
     }
     // The fixed effects' rows of the features are data: only the kernel rows pass on.
     features_backward(model, dK.topRows(M), sb.kernel, acc.g_kernel,
@@ -261,7 +260,7 @@ void process_bag(const Model& model, const Posterior& post, const Dataset& data,
   bag_forward(model, post, data, a, src, with_grad, false, opt, ws.blocks, f);
   BagGradient g;
   acc.value += bag_term_of(model, post, data, f, src, opt, shared, with_grad ? &g : nullptr);
-  if (with_grad) bag_backward(model, post, data, f, scale, src, g, ws, acc);
+  if (with_grad) bag_backward(model, post, data, f, scale, src, opt, g, ws, acc);
 }
 
 }  // namespace vbagg

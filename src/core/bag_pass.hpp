@@ -143,9 +143,10 @@ double bag_term_of(const Model& model, const Posterior& post, const Dataset& dat
                    const SourceTerm& src, const ObjectiveOptions& opt, const SharedUnitPass& shared, BagGradient* g);
 
 // The bag's way back from its term's derivatives g into acc, through its blocks (kept from the
-// forward pass, or recomputed).
+// forward pass, or recomputed). With ObjectiveOptions::q_moments_only only what q's moments read
+// (alpha, Q and B) is accumulated.
 void bag_backward(const Model& model, const Posterior& post, const Dataset& data, BagForward& f, double scale,
-                  const SourceTerm& src, BagGradient& g, Workspace& ws, Accumulator& acc);
+                  const SourceTerm& src, const ObjectiveOptions& opt, BagGradient& g, Workspace& ws, Accumulator& acc);
 
 // One bag: forward, term, and way back. A bag sharing its unit's effect takes two calls, one with
 // each half of `shared` (its moments; then the way back), and recomputes its forward pass.

@@ -132,6 +132,11 @@ struct ModelSpec {
   bool mixed() const { return num_tasks() > 1 || latents > 1; }
   // The task's name: tasks[d], or "" for the one task of an unmixed model.
   std::string task_name(Index d) const { return tasks.empty() ? std::string() : tasks[static_cast<size_t>(d)]; }
+  // The index of the task named `name` in tasks, or -1 if none is.
+  Index find_task(const std::string& name) const {
+    const auto it = std::find(tasks.begin(), tasks.end(), name);
+    return it == tasks.end() ? -1 : static_cast<Index>(it - tasks.begin());
+  }
   SourceSpec source(Index s) const;
   // The spec as source s's bags see it: its observation fields in the first source's place and no
   // further sources. for_source(0) of a one-source spec is the spec itself.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 
 #include "bag_pass.hpp"
 #include "denormals.hpp"
@@ -55,23 +56,35 @@ struct UnitTerm {
   double g_log_sd = 0;
 };
 
+// The accumulated gradient with respect to Q, whole.
+Matrix gradient_Q(const Accumulator& acc) {
+  Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
+  if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
+  return gQ;
+}
+
+// From one task's accumulated gradients with respect to alpha, Q and B of its posterior to q's
+// moments m_v and S_v (ObjectiveValue::grad_q_mean, grad_q_cov).
+void add_q_moments_gradient(const Model& model, const Posterior& post, const Accumulator& acc, const Matrix& gQ,
+                            ObjectiveValue& moments) {
+  const Matrix& Lambda = post.Lambda;
+  moments.grad_q_mean += Lambda * acc.g_alpha;
+  Matrix gS = -(Lambda * gQ * Lambda.transpose());
+  if (acc.g_B.size())
+    gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Lambda.transpose());
+  moments.grad_q_cov += 0.5 * (gS + gS.transpose());
+}
+
 // From one task's accumulated gradients with respect to (alpha, Q, B) of its posterior to (m_v,
 // L_v), its intercept and mixing weights, and dL/dLinv (the unscaled, shared L^{-1}) and dL/dk_q(x,x)
 // per latent, which finish_gradient takes through the Cholesky of K_WW.
 void task_gradient(const Model& model, const Posterior& post, const Accumulator& acc, ModelGradient& g,
                    ObjectiveValue* moments, Matrix& gLinv, Vector& g_latent_kdiag, int threads) {
-  Matrix gQ = acc.g_Q_lower.selfadjointView<Eigen::Lower>();
-  if (acc.g_Q.size()) gQ += 0.5 * (acc.g_Q + acc.g_Q.transpose());
+  const Matrix gQ = gradient_Q(acc);
   const Matrix& Lambda = post.Lambda;  // lower triangular, as L_v
   const Index M = model.num_inducing(), Mq = model.num_q(), d = post.task;
   const auto Lv = model.q_chol.triangularView<Eigen::Lower>();
-  if (moments) {
-    moments->grad_q_mean += Lambda * acc.g_alpha;
-    Matrix gS = -(Lambda * gQ * Lambda.transpose());
-    if (acc.g_B.size())
-      gS += 0.5 * model.q_chol.triangularView<Eigen::Lower>().transpose().solve(acc.g_B * Lambda.transpose());
-    moments->grad_q_cov += 0.5 * (gS + gS.transpose());
-  }
+  if (moments) add_q_moments_gradient(model, post, acc, gQ, *moments);
   // Each M x M product by fixed column blocks over the threads (linalg.hpp), with the triangular
   // factors as such.
   Matrix gB(Mq, Mq);
@@ -243,6 +256,10 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
                                                   std::to_string(model.spec.num_sources()) + " sources"));
   if (failure && processes.size() == 1) std::rethrow_exception(failure);
   const bool with_grad = grad != nullptr;
+  // q's moments alone (ObjectiveOptions::q_moments_only): a MAP estimate has no covariance.
+  if (options.q_moments_only && !(options.q_moments_gradient && !model.spec.map_estimate))
+    throw std::invalid_argument("q_moments_only needs q_moments_gradient and a model with a variational q");
+  const bool q_only = with_grad && options.q_moments_only;
   const Index Mq = model.num_q(), D = model.num_inputs(), P = model.num_kernel_params();
   const Index M = model.num_inducing();
   const int slots = std::max({1, options.slots, options.threads});
@@ -335,7 +352,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
           } else {
             BagGradient g;
             bag_term_of(model, *src.post, data, f, src, options, shared, &g);
-            bag_backward(model, *src.post, data, f, scale, src, g, ws, into);
+            bag_backward(model, *src.post, data, f, scale, src, options, g, ws, into);
           }
         }
       } catch (...) {
@@ -403,7 +420,13 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     out.grad_q_cov = Matrix::Zero(Mq, Mq);
   }
   ModelGradient g(model);
-  if (with_grad && !failure) {
+  if (q_only) {
+    if (!failure)
+      for (Index d = 0; d < tasks; ++d) {
+        const Accumulator& a = acc[static_cast<size_t>(d)];
+        add_q_moments_gradient(model, posts[static_cast<size_t>(d)], a, gradient_Q(a), out);
+      }
+  } else if (with_grad && !failure) {
     Matrix gLinv = Matrix::Zero(M, M);
     Vector g_latent_kdiag = Vector::Zero(model.num_latents());
     for (Index d = 0; d < tasks; ++d)
@@ -411,12 +434,14 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
                     gLinv, g_latent_kdiag, threads);
     finish_gradient(model, posts[0], gLinv, g_latent_kdiag, g, threads);
   }
-  Vector g_data = with_grad ? g.pack(model) : Vector();
+  Vector g_data = with_grad && !q_only ? g.pack(model) : Vector();
   if (processes.size() > 1) sum_over_processes(processes, failure, out, g_data);
   ModelGradient gkl(model);
-  out.kl = kl_divergence(model, with_grad ? &gkl : nullptr);
+  out.kl = kl_divergence(model, with_grad && !q_only ? &gkl : nullptr);
   out.elbo = scale * out.data_term - out.kl;
-  if (with_grad) {
+  if (q_only) {
+    grad->resize(0);
+  } else if (with_grad) {
     *grad = g_data - gkl.pack(model);
     drop_gradient_past_floor(model, *grad);
   }

@@ -23,6 +23,11 @@ struct ObjectiveOptions {
   // Also return the gradient of the data term with respect to q's mean and covariance (for
   // natural-gradient steps). Ignored for a MAP estimate, which has no covariance.
   bool q_moments_gradient = false;
+  // Only those gradients: the way back into the kernel, the inducing inputs, the mean and the
+  // noise model is skipped (the kernel's backward pass, and in the residual form a rank update
+  // per pixel), and the gradient vector comes back empty. A natural-gradient step on q alone
+  // (the polish's steps before it reads the objective) needs no more.
+  bool q_moments_only = false;
   // The sampled expectation's draws: bag a of this evaluation uses the stream (draw_seed,
   // draw_step, Dataset::global_bag_of(a)). An optimiser advances draw_step every step.
   unsigned long long draw_seed = 0, draw_step = 0;

@@ -42,6 +42,9 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   const Index head = q.offset + q.size, rest = model.num_params() - head;
   ObjectiveOptions oo = options.objective;
   oo.q_moments_gradient = true;
+  // The steps before the reading move q alone: they skip the way back into the kernel.
+  ObjectiveOptions q_alone = oo;
+  q_alone.q_moments_only = true;
   PolishResult res;
   auto evaluate = [&](const Vector& theta) {
     model.unpack(theta);
@@ -56,7 +59,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
           p.at = model.pack();
           model.unpack(p.at);
         }
-        const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, oo);
+        const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, k == options.q_steps ? oo : q_alone);
         model.jitter = std::max(model.jitter, v.jitter_used);
         if (k == options.q_steps) {
           p.value = v.elbo;

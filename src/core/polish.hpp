@@ -20,8 +20,10 @@
 namespace vbagg {
 
 struct PolishOptions {
-  int evaluations = 0;  // budget of objective evaluations (each q_steps + 1 passes over the data)
-  int memory = 10;      // L-BFGS pairs kept
+  // Budget of objective evaluations, each q_steps + 1 passes over the data; the first q_steps
+  // only move q, so they skip the way back into the kernel (ObjectiveOptions::q_moments_only).
+  int evaluations = 0;
+  int memory = 10;  // L-BFGS pairs kept
   // Natural-gradient steps on q between setting the rest and reading the objective there. Two
   // follow q's optimum closely enough that the gradient of the rest is nearly the profile
   // gradient: on the 300,000-pixel benchmark country the polish came within 0.1 % of its end in

@@ -160,8 +160,7 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
 
 // The index of the task named `task` among spec.tasks.
 Index task_of(const Reader& r, const ModelSpec& spec, const std::string& task, const std::string& name) {
-  for (Index d = 0; d < static_cast<Index>(spec.tasks.size()); ++d)
-    if (spec.tasks[static_cast<size_t>(d)] == task) return d;
+  if (const Index d = spec.find_task(task); d >= 0) return d;
   r.broken("'" + name + "' names the task '" + task + "', which 'model.tasks' does not list");
 }
 

@@ -73,6 +73,58 @@ TEST(QMomentsGradient, MatchesFiniteDifferences) {
   }
 }
 
+// q's moments alone (ObjectiveOptions::q_moments_only, the polish's steps before its reading)
+// skip the way back into the kernel: the same objective and bit for bit the same moment
+// gradients as the full pass, for every variational spec (the sampled ones at the same draws),
+// with blocks kept and recomputed, over several tasks' worth of bags and threads.
+TEST(QMomentsGradient, AloneIsTheFullPassesMomentGradient) {
+  std::vector<ModelSpec> all;
+  for (const auto& c : test::all_specs())
+    if (!c.spec.map_estimate) all.push_back(c.spec);
+  for (const ModelSpec& spec : all) {
+    const Dataset data = test::random_dataset(7, 2, 12, kD, spec.likelihood, 41);
+    const Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 42);
+    const std::vector<Index> bags = {0, 2, 3, 5, 6};
+    for (double cache_mb : {256.0, 0.0}) {
+      ObjectiveOptions full;
+      full.q_moments_gradient = true;
+      full.threads = 2;
+      full.block = 4;
+      full.cache_mb = cache_mb;
+      full.draw_seed = 9;
+      ObjectiveOptions alone = full;
+      alone.q_moments_only = true;
+      Vector g_full, g_alone(3);
+      const ObjectiveValue a = elbo(model, data, bags, 1.5, &g_full, full);
+      const ObjectiveValue b = elbo(model, data, bags, 1.5, &g_alone, alone);
+      const std::string name = to_string(spec.likelihood) + "/" + to_string(spec.link) + "/" +
+                               to_string(spec.expectation) + "/" + to_string(spec.covariance);
+      EXPECT_EQ(a.elbo, b.elbo) << name;
+      EXPECT_TRUE(a.grad_q_mean == b.grad_q_mean) << name;
+      EXPECT_TRUE(a.grad_q_cov == b.grad_q_cov) << name;
+      EXPECT_EQ(g_alone.size(), 0) << name;
+      EXPECT_GT(g_full.size(), 0) << name;
+    }
+  }
+}
+
+// Without q_moments_gradient, or for a MAP estimate (no covariance), q's moments alone are refused.
+TEST(QMomentsGradient, AloneNeedsAVariationalQ) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  const Dataset data = test::random_dataset(4, 2, 6, kD, spec.likelihood, 43);
+  const Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 44);
+  ObjectiveOptions opt;
+  opt.q_moments_only = true;
+  Vector g;
+  EXPECT_THROW(elbo(model, data, &g, opt), std::invalid_argument);
+  ModelSpec map = spec;
+  map.map_estimate = true;
+  map.prior_precision = 2.0;
+  const Model point = test::random_model(map, make_kernel("ard", "none", kD, 0), kM, kD, 44);
+  opt.q_moments_gradient = true;
+  EXPECT_THROW(elbo(point, data, &g, opt), std::invalid_argument);
+}
+
 // A Gaussian bag model is conjugate: one natural-gradient step of size 1 lands on the optimal q,
 // where the gradient with respect to m_v and L_v vanishes.
 TEST(NaturalGradient, UnitStepIsExactForTheGaussianBagModel) {

@@ -239,6 +239,29 @@ TEST(SharedUnitEffect, KeptAndRecomputedForwardPassesAgree) {
   }
 }
 
+// q's moments alone take the shared bags' way back too (kept and recomputed): the same moment
+// gradients, bit for bit, as the full pass.
+TEST(SharedUnitEffect, QMomentsAloneAreTheFullPassesOnes) {
+  const Dataset data = two_period_data(LikelihoodKind::negative_binomial);
+  const Model model = shared_model(LikelihoodKind::negative_binomial, CovarianceMode::nystrom);
+  const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};
+  for (double cache_mb : {256.0, 0.0}) {
+    ObjectiveOptions full;
+    full.q_moments_gradient = true;
+    full.block = 2;
+    full.cache_mb = cache_mb;
+    ObjectiveOptions alone = full;
+    alone.q_moments_only = true;
+    Vector g_full, g_alone;
+    const ObjectiveValue a = elbo(model, data, bags, 1.5, &g_full, full);
+    const ObjectiveValue b = elbo(model, data, bags, 1.5, &g_alone, alone);
+    EXPECT_EQ(a.elbo, b.elbo);
+    EXPECT_TRUE(a.grad_q_mean == b.grad_q_mean);
+    EXPECT_TRUE(a.grad_q_cov == b.grad_q_cov);
+    EXPECT_EQ(g_alone.size(), 0);
+  }
+}
+
 // Units of one bag each: sharing changes nothing. Units of two: the ELBO differs; it is the same to
 // the bit for any number of threads, and to rounding for any order of the bags (the order decides
 // which slot sums a bag, and so the order of the slots' sums).
