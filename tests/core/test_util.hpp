@@ -1,6 +1,8 @@
 // Random problems shared by the core tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -183,6 +185,23 @@ inline double gradient_error(const Model& model, const Vector& analytic, const V
 }
 
 // A model with random (non-trivial) variational parameters so every gradient path is exercised.
+// q's moments alone (ObjectiveOptions::q_moments_only) against the full pass with the same
+// options: the same objective, bit for bit the same moment gradients, and no gradient vector.
+inline void expect_q_moments_alone_as_full(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                                           ObjectiveOptions full, const std::string& name) {
+  full.q_moments_gradient = true;
+  ObjectiveOptions alone = full;
+  alone.q_moments_only = true;
+  Vector g_full, g_alone(3);
+  const ObjectiveValue a = elbo(model, data, bags, 1.5, &g_full, full);
+  const ObjectiveValue b = elbo(model, data, bags, 1.5, &g_alone, alone);
+  EXPECT_EQ(a.elbo, b.elbo) << name;
+  EXPECT_TRUE(a.grad_q_mean == b.grad_q_mean) << name;
+  EXPECT_TRUE(a.grad_q_cov == b.grad_q_cov) << name;
+  EXPECT_EQ(g_alone.size(), 0) << name;
+  EXPECT_GT(g_full.size(), 0) << name;
+}
+
 inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, Index D, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
