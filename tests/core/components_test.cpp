@@ -102,6 +102,35 @@ TEST(KMeans, SeededDistinctAndCapped) {
   EXPECT_EQ(firsts.size(), 3u);
 }
 
+// Lloyd iterations run to their fixed point on more pixels than one block of distances holds
+// (5,000: two whole blocks of 2,048 and a part): every centre is then the mean of the pixels
+// nearest to it, found here by brute force.
+TEST(KMeans, ConvergedCentresAreTheMeansOfTheirNearestPixels) {
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> normal;
+  const Index n = 5000, k = 8;
+  Matrix X(3, n);
+  for (Index i = 0; i < n; ++i)
+    for (Index r = 0; r < 3; ++r) X(r, i) = 6.0 * static_cast<double>((i * (r + 1)) % k) + normal(rng);
+  KMeansOptions o;
+  o.iterations = 200;
+  const Matrix C = kmeans_plus_plus(X, k, o);
+  ASSERT_EQ(C.cols(), k);
+  Matrix sum = Matrix::Zero(3, k);
+  Vector count = Vector::Zero(k);
+  for (Index i = 0; i < n; ++i) {
+    const Vector dist = (C.colwise() - X.col(i)).colwise().squaredNorm().transpose();
+    Index best = 0;
+    dist.minCoeff(&best);
+    sum.col(best) += X.col(i);
+    count[best] += 1;
+  }
+  for (Index j = 0; j < k; ++j) {
+    ASSERT_GT(count[j], 0) << "centre " << j;
+    EXPECT_LT((sum.col(j) / count[j] - C.col(j)).norm(), 1e-9) << "centre " << j;
+  }
+}
+
 // Overdispersion multiplies each unit's expected count by e^u, u ~ N(-sd^2/2, sd^2), and leaves
 // everything else of the country (and a country without it) unchanged.
 TEST(Country, UnitNoiseIsLognormalWithMeanOneAndChangesOnlyTheCounts) {
