@@ -184,7 +184,6 @@ inline double gradient_error(const Model& model, const Vector& analytic, const V
   return (analytic - numeric).norm() / numeric.norm();
 }
 
-// A model with random (non-trivial) variational parameters so every gradient path is exercised.
 // q's moments alone (ObjectiveOptions::q_moments_only) against the full pass with the same
 // options: the same objective, bit for bit the same moment gradients, and no gradient vector.
 inline void expect_q_moments_alone_as_full(const Model& model, const Dataset& data, const std::vector<Index>& bags,
@@ -202,6 +201,7 @@ inline void expect_q_moments_alone_as_full(const Model& model, const Dataset& da
   EXPECT_GT(g_full.size(), 0) << name;
 }
 
+// A model with random (non-trivial) variational parameters so every gradient path is exercised.
 inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, Index D, unsigned seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
