@@ -5,6 +5,7 @@
 //             [--natgrad-step 0.1] [--schedule constant|cosine] [--reference ELBO] [--trace 1]
 //             [--inducing 576] [--threads 2] [--link exp|square] [--pixels N] [--bags n]
 //             [--save FILE] [--resume FILE] [--warm-start EVALS] [--polish EVALS] [--polish-q-steps 2]
+//             [--polish-gain-cap 4]
 //             [--mean constant|linear] [--fixed-effects point|variational]
 // --trace prints the kernel and mean after every epoch.
 // --warm-start first fits the MAP point estimate of the same model (the nystrom baseline) by EVALS
@@ -13,7 +14,8 @@
 // --polish continues a natgrad fit with at most EVALS full-batch evaluations of the polish
 // (FitOptions::polish, core/polish.hpp); each takes --polish-q-steps (2) natural-gradient steps on
 // q before the objective is read and one after, a pass over the data each. With --epochs 0
-// it polishes the start (or the --resume'd parameters) alone.
+// it polishes the start (or the --resume'd parameters) alone, and says how many trials each
+// accepted step took. --polish-gain-cap sets PolishOptions::gain_cap (0: uncapped).
 // --mean linear gives the GP the linear mean of the covariates (vbagg-train's default;
 // model.mean_function), and --fixed-effects variational puts its intercept and coefficients in q.
 // --save writes the parameters after the last epoch and after every polish step; --resume starts
@@ -129,6 +131,8 @@ int main(int argc, char** argv) {
       fo.polish = std::stoi(v);
     else if (k == "--polish-q-steps")
       fo.polish_q_steps = std::stoi(v);
+    else if (k == "--polish-gain-cap")
+      fo.polish_gain_cap = std::stod(v);
     else if (k == "--mean")
       linear_mean = v == "linear";
     else if (k == "--fixed-effects")
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
     PolishOptions po;
     po.evaluations = fo.polish;
     po.q_steps = fo.polish_q_steps;
+    po.gain_cap = fo.polish_gain_cap;
     po.objective.threads = fo.threads;
     const auto start = Clock::now();
     po.accepted = [&](double elbo) {
@@ -203,6 +208,9 @@ int main(int argc, char** argv) {
       return fo.on_epoch(info);
     };
     const PolishResult p = vbagg::polish(model, data, all_bags(data), po);
+    std::printf("evaluations %d; trials of each accepted step:", p.evaluations);
+    for (int t : p.trials) std::printf(" %d", t);
+    std::printf("\n");
     res.epochs = p.steps;
     res.stop_reason = p.stop_reason;
     if (snapshots.empty()) fo.on_epoch(EpochInfo{});
@@ -255,6 +263,10 @@ int main(int argc, char** argv) {
   }
   if (against_reference) {
     std::printf("\nnot within 0.5 %% of the reference ELBO after %zu epochs\n", last + 1);
+    return 0;
+  }
+  if (last == 0) {  // a polish that accepted no step: one reading, no change to measure
+    std::printf("\nno step was accepted: one reading, no change to measure\n");
     return 0;
   }
   const size_t tail = last - std::max<size_t>(1, snapshots.size() / 10);

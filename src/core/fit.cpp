@@ -484,6 +484,7 @@ void polish_after(Model& model, const Dataset& data, const std::vector<Index>& t
   PolishOptions po;
   po.evaluations = o.polish;
   po.q_steps = o.polish_q_steps;
+  po.gain_cap = o.polish_gain_cap;
   po.objective = objective_options(o);
   bool early = false;
   po.accepted = [&](double elbo) {

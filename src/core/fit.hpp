@@ -59,7 +59,8 @@ struct FitOptions {
   // everything after q, with q following by natural-gradient steps (polish.hpp); each is reported
   // to on_epoch as one more epoch. 0: none.
   int polish = 0;
-  int polish_q_steps = 2;  // PolishOptions::q_steps
+  int polish_q_steps = 2;        // PolishOptions::q_steps
+  double polish_gain_cap = 4.0;  // PolishOptions::gain_cap
   unsigned long long seed = 1;
   int threads = 1;
   // A data-parallel run: `data` is this process's share of the bags, the bag lists given to fit()

@@ -46,7 +46,9 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   ObjectiveOptions q_alone = oo;
   q_alone.q_moments_only = true;
   PolishResult res;
-  auto evaluate = [&](const Vector& theta) {
+  // first_value: where given, the objective at theta itself, before q moves (the first pass reads
+  // it when q_steps > 0).
+  auto evaluate = [&](const Vector& theta, double* first_value = nullptr) {
     model.unpack(theta);
     Point p;
     ++res.evaluations;
@@ -61,6 +63,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
         }
         const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, k == options.q_steps ? oo : q_alone);
         model.jitter = std::max(model.jitter, v.jitter_used);
+        if (k == 0 && first_value) *first_value = v.elbo;
         if (k == options.q_steps) {
           p.value = v.elbo;
           p.g = grad.tail(rest);
@@ -80,11 +83,16 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   const Vector start = model.pack();
   const double start_jitter = model.jitter;
   double start_value = -INFINITY;
-  try {
-    start_value = elbo(model, data, bags, 1.0, nullptr, oo).elbo;
-  } catch (const NumericalError&) {
+  Point cur;
+  if (options.q_steps > 0) {
+    cur = evaluate(start, &start_value);  // its first pass reads the start, so no pass of its own
+  } else {
+    try {
+      start_value = elbo(model, data, bags, 1.0, nullptr, oo).elbo;
+    } catch (const NumericalError&) {
+    }
+    cur = evaluate(start);
   }
-  Point cur = evaluate(start);
   res.elbo = cur.value;
   if (!std::isfinite(cur.value)) {
     model.unpack(start);
@@ -94,6 +102,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
     return res;
   }
   std::vector<std::pair<Vector, Vector>> memory;  // (s, y) of the last accepted steps, for -ELBO
+  std::vector<double> gains;                      // what the last accepted steps gained
   bool restarted = false;
   res.stop_reason = "polish_budget";
   while (res.evaluations < options.evaluations) {
@@ -108,6 +117,8 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
     }
     // Without curvature, along the gradient by a tenth of the largest change.
     double step = std::min(1.0, (memory.empty() ? 0.1 : 1.0) * options.largest_change / d.cwiseAbs().maxCoeff());
+    if (options.gain_cap > 0 && !memory.empty() && !gains.empty())
+      step = std::min(step, options.gain_cap * *std::max_element(gains.begin(), gains.end()) / d.dot(cur.g));
     bool moved = false;
     for (int tries = 0; tries < 5 && res.evaluations < options.evaluations && !moved; ++tries, step *= 0.25) {
       Vector theta = cur.theta;
@@ -117,9 +128,12 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
       const Vector s = trial.theta.tail(rest) - cur.theta.tail(rest), y = cur.g - trial.g;
       if (s.dot(y) > 1e-12 * s.norm() * y.norm()) memory.emplace_back(s, y);
       if (static_cast<int>(memory.size()) > options.memory) memory.erase(memory.begin());
+      gains.push_back(trial.value - cur.value);
+      if (static_cast<int>(gains.size()) > options.memory) gains.erase(gains.begin());
       cur = std::move(trial);
       moved = true;
       ++res.steps;
+      res.trials.push_back(tries + 1);
       res.elbo = cur.value;
       model.unpack(cur.at);
       model.jitter = cur.jitter;

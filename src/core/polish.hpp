@@ -32,6 +32,12 @@ struct PolishOptions {
   // The largest change of any parameter after q in one step: they are logs or coefficients, and
   // a larger move leaves q's optimum too far for one natural-gradient step to follow.
   double largest_change = 1.0;
+  // The first trial of a quasi-Newton step promises (to first order, step * d.g) at most this many
+  // times the largest gain of the last `memory` accepted steps; 0 leaves it uncapped. One pair
+  // whose gradients barely changed makes the next direction long: on the 10⁶-pixel benchmark such
+  // directions promised 300-400 nats where the steps before them gained 4-8, and their line
+  // searches took four trials to come back (docs/benchmarks.md, "Time to fit").
+  double gain_cap = 4.0;
   ObjectiveOptions objective;  // threads and processes; q_moments_gradient is set by polish()
   // Called with the full-data ELBO after every accepted step; returning false ends the polish.
   std::function<bool(double elbo)> accepted;
@@ -39,7 +45,8 @@ struct PolishOptions {
 
 struct PolishResult {
   int evaluations = 0;
-  int steps = 0;  // accepted
+  int steps = 0;            // accepted
+  std::vector<int> trials;  // evaluations each accepted step took
   double elbo = -INFINITY;
   // FitResult's names: "polished" (a step along the gradient failed right after a restart of the
   // memory, or the objective was not finite after the first natural-gradient steps),
@@ -50,9 +57,10 @@ struct PolishResult {
 // Polishes the model on the listed bags of data (all of them, or with objective.processes this
 // process's share). Each evaluation takes q_steps natural-gradient steps of size 1 on q from the
 // point it starts from, reads the objective and the gradient of the rest there, and takes one
-// more step for the next start. A rejected trial point is forgotten and the line search retries at a
-// quarter of the step, 5 times. The model ends where the best accepted objective was read, or where
-// it started if that is better: PolishResult::elbo is the objective of the model it leaves.
+// more step for the next start. A step's first trial is capped by gain_cap; a rejected trial
+// point is forgotten and the line search retries at a quarter of the step, 5 times. The model
+// ends where the best accepted objective was read, or where it started if that is better:
+// PolishResult::elbo is the objective of the model it leaves.
 PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>& bags, const PolishOptions& options);
 
 }  // namespace vbagg
