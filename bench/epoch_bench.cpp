@@ -2,11 +2,11 @@
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
 //               [--samples 8] [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
 //               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048] [--tasks T] [--latents Q]
-// Measures Eigen's GEMM rate on `threads` cores (the floor is an epoch's FLOPs at that rate), then
-// times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS
-// iteration), an Adam epoch (minibatches of 16 bags, each step with its own O(M^3) update), and
-// that O(M^3) work of a step alone (an objective + gradient over no bags); then the polish's two
-// kinds of pass (core/polish.hpp): with q's moment gradient beside the full one, and with it alone.
+// Measures the GEMM rate (core/products.hpp's backend) on `threads` cores (the floor is an epoch's FLOPs at that rate),
+// then times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS iteration), an Adam epoch
+// (minibatches of 16 bags, each step with its own O(M^3) update), and that O(M^3) work of a step alone (an objective +
+// gradient over no bags); then the polish's two kinds of pass (core/polish.hpp): with q's moment gradient beside the
+// full one, and with it alone.
 // --tasks T --latents Q: the same pixels as T sources of T tasks (bag a in source a mod T) on Q shared
 // latent fields of M inducing points each (docs/sources.md), against the one-field model.
 #include <Eigen/Core>
@@ -16,6 +16,7 @@
 
 #include "core/fit.hpp"
 #include "core/objective.hpp"
+#include "core/products.hpp"
 #include "malaria_problem.hpp"
 
 using namespace vbagg;
@@ -26,7 +27,7 @@ namespace {
 double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Best rate over a few repeats of GEMMs with the objective's shape, (M x M) times (M x 2048), one
-// independent product per thread as the objective runs them.
+// independent product per thread as the objective runs them, by the backend the passes use.
 double gemm_gflops(Index M, int threads) {
   const Matrix A = Matrix::Random(M, M), B = Matrix::Random(M, 2048);
   std::vector<Matrix> C(threads, Matrix(M, B.cols()));
@@ -35,7 +36,7 @@ double gemm_gflops(Index M, int threads) {
     const auto t0 = Clock::now();
 #pragma omp parallel for num_threads(threads)
     for (int t = 0; t < threads; ++t)
-      for (int k = 0; k < 4; ++k) C[t].noalias() = A * B;
+      for (int k = 0; k < 4; ++k) gemm(1.0, A, false, B, false, 0.0, C[t]);
     best = std::max(best, threads * 4 * 2.0 * M * M * B.cols() / seconds(t0) / 1e9);
   }
   return best;
@@ -147,7 +148,8 @@ int main(int argc, char** argv) {
     model.likelihood_params = Vector::Constant(1, std::log(100.0));
   if (tasks > 1 || latents > 1) make_mixed(model, data, tasks, latents);
   model.spec.validate();
-  std::printf("tasks %ld, latents %ld\n", static_cast<long>(tasks), static_cast<long>(latents));
+  std::printf("tasks %ld, latents %ld; products by %s\n", static_cast<long>(tasks), static_cast<long>(latents),
+              products_backend_description().c_str());
   std::printf("problem: %ld pixels, %ld bags (%ld-%ld), D = %ld, M = %ld (built in %.1f s, init %.1f s)\n",
               static_cast<long>(data.num_pixels()), static_cast<long>(data.num_bags()), static_cast<long>(po.min_bag),
               static_cast<long>(po.max_bag), static_cast<long>(data.num_inputs()), static_cast<long>(M), t_problem,

@@ -37,6 +37,7 @@
 #include "core/objective.hpp"
 #include "core/param_layout.hpp"
 #include "core/polish.hpp"
+#include "core/products.hpp"
 #include "malaria_problem.hpp"
 
 using namespace vbagg;
@@ -142,6 +143,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  std::printf("products by %s\n", products_backend_description().c_str());
   const Dataset data = bench::make_problem(po);
   auto t0 = Clock::now();
   ModelSpec spec;

@@ -4,7 +4,7 @@
 # installed without their recommended packages: QGIS's recommendations alone would pull in a
 # desktop's daemons. Safe to run repeatedly.
 set -euo pipefail
-build=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config)
+build=(build-essential cmake libeigen3-dev libboost-math-dev liblbfgspp-dev libgtest-dev libgdal-dev libgeos-dev libyaml-cpp-dev libspdlog-dev libcli11-dev libcairo2-dev pkg-config libopenblas0-pthread)
 missing() {
   for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"

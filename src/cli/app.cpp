@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "core/products.hpp"
 #include "core/types.hpp"
 #include "processes.hpp"
 
@@ -33,6 +34,8 @@ void setup_logging(const std::string& app_name, bool quiet, bool verbose) {
     logger->set_level(spdlog::level::err);
   }
   spdlog::set_default_logger(logger);
+  // Chosen here, before any thread starts: it may load OpenBLAS.
+  spdlog::debug("dense products by {}", products_backend_description());
 }
 
 bool stderr_is_terminal() { return ::isatty(STDERR_FILENO) == 1; }

@@ -1,6 +1,7 @@
 #include "bag_pass.hpp"
 
 #include "likelihood.hpp"
+#include "products.hpp"
 
 namespace vbagg {
 
@@ -26,8 +27,8 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
   const Index Mq = model.num_q();
   auto K = b.K.shape(Mq, len);
   features_into(model, data.inputs.middleCols(begin, len), K, b.kernel);
-  b.R.shape(Mq, len).noalias() = post.Q * K;
-  if (needs == BagNeeds::residual) b.S.shape(Mq, len).noalias() = post.P * K;
+  gemm(1.0, post.Q, false, K, false, 0.0, b.R.shape(Mq, len));
+  if (needs == BagNeeds::residual) gemm(1.0, post.P, false, K, false, 0.0, b.S.shape(Mq, len));
 }
 
 // lower(G) -= K diag(g) K^T, as two symmetric rank updates split by the sign of g (U is scratch).
@@ -37,7 +38,7 @@ void subtract_weighted_gram(Matrix& G, const Eigen::Map<Matrix>& K, const Eigen:
     if (!root.any()) continue;
     auto W = U.shape(K.rows(), K.cols());
     W.noalias() = K * root.asDiagonal();
-    G.selfadjointView<Eigen::Lower>().rankUpdate(W, sign);
+    rank_update_lower(sign, W, G);
   }
 }
 
@@ -141,7 +142,7 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
       if (model.spec.map_estimate)
         f.T.middleCols(off, len).setZero();  // a point mass has no covariance
       else
-        f.T.middleCols(off, len).noalias() = post.B * K;
+        gemm(1.0, post.B, false, K, false, 0.0, f.T.middleCols(off, len));
     }
     if (needs == BagNeeds::residual) {
       if (model.spec.map_estimate)
@@ -160,7 +161,7 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
     f.C.resize(n, n);
     f.aa_cache = KernelCache();
     model.kernel.cross_into(Xa, Xa, f.C, f.aa_cache);
-    f.C.noalias() -= store[0].K.view().transpose() * store[0].R.view();
+    gemm(-1.0, store[0].K.view(), true, store[0].R.view(), false, 1.0, f.C);
   }
 }
 
@@ -226,7 +227,7 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
     subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
     if (needs == BagNeeds::exact) acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
-    if (needs == BagNeeds::nystrom) acc.g_B.noalias() += g.gT.middleCols(off, len) * K.transpose();
+    if (needs == BagNeeds::nystrom) gemm(1.0, g.gT.middleCols(off, len), false, K, true, 1.0, acc.g_B);
     if (needs == BagNeeds::residual)
       for (const auto& [U, V] : g.gT_factors)  // T = B K through its products: dB += U (K V)^T
         acc.g_B.noalias() += U * (K * V.middleRows(off, len)).transpose();
@@ -235,7 +236,7 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     if (needs == BagNeeds::exact) ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
     // dL/dK from m and s2 (and T or C).
     for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
-    if (needs == BagNeeds::nystrom) dK.noalias() += post.B.transpose() * g.gT.middleCols(off, len);
+    if (needs == BagNeeds::nystrom) gemm(1.0, post.B, true, g.gT.middleCols(off, len), false, 1.0, dK);
     if (needs == BagNeeds::exact) dK += ws.U.view();
     if (needs == BagNeeds::residual) {
       // d = k - diag(K^T P K): dP = -K diag(gd) K^T, dK = -2 P K diag(gd).

@@ -7,6 +7,7 @@
 #include "linalg.hpp"
 #include "link.hpp"
 #include "param_layout.hpp"
+#include "products.hpp"
 
 namespace vbagg {
 
@@ -444,7 +445,7 @@ void latent_marginals_into(const Model& model, const Posterior& post, const Eige
     return;
   }
   auto R = scratch.R.shape(model.num_q(), X.cols());
-  R.noalias() = post.Q * K;
+  gemm(1.0, post.Q, false, K, false, 0.0, R);
   var = (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
 }
 
