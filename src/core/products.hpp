@@ -26,6 +26,8 @@ ProductsBackend products_backend();
 // What to log: "OpenBLAS 0.3.21 (SkylakeX kernels)" or "Eigen".
 std::string products_backend_description();
 
+// Both take OpenBLAS for products of at least 1e8 flops only: smaller ones queue on its lock
+// (products.cpp), and Eigen computes them.
 // C = alpha op(A) op(B) + beta C, op(X) = X or X^T; with beta = 0, C's old values are not read.
 void gemm(double alpha, const Eigen::Ref<const Matrix>& A, bool transpose_a, const Eigen::Ref<const Matrix>& B,
           bool transpose_b, double beta, Eigen::Ref<Matrix> C);
