@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Calibration next to accuracy on synthetic countries with and without overdispersion: pixel
-# recovery and coverage of the true intensity, coverage of held-out unit counts, held-out bag NLL
-# and log-MSE, and fit time, for each model variant.
+# recovery and coverage of the true intensity, coverage of held-out unit counts (and what the true
+# model itself covers of them), held-out bag NLL and log-MSE, and fit time, for each model variant.
 #   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
 # A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
 # Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
@@ -30,9 +30,26 @@ variants=("$@")
 
 . bench/experiments/json_fields.sh
 num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
+# What the true model covers of the same held-out counts at 50 % and 95 %: each unit's expected
+# count E from truth_units.csv, y ~ Poisson(E e^u) with u ~ N(-sd^2/2, sd^2) unknown for a held-out
+# unit, by the lognormal approximation log y ~ N(log E - sd^2/2, sd^2 + 1/E), close for counts in
+# the tens and above. truth_coverage DATA_DIR MODEL_YAML SD prints "c50 / c95".
+truth_coverage() {
+  { sed -n 's/^  holdout: \[\(.*\)\]/\1/p' "$2" | tr -d ' ' | tr ',' '\n' | sed 's/$/,held/'
+    ogr2ogr -f CSV /vsistdout/ "$1/units.gpkg" -select ID,cases | tail -n +2 | tr -d '"' | sed 's/$/,cases/'
+    tail -n +2 "$1/truth_units.csv" | cut -d, -f1,2 | sed 's/$/,expected/'; } |
+    awk -F, -v sd="$3" '$NF == "held" { held[$1] = 1 } $NF == "cases" { y[$1] = $2 } $NF == "expected" { e[$1] = $2 }
+      END {
+        for (id in held) {
+          z = (log((y[id] + 0.5) / e[id]) + sd * sd / 2) / sqrt(sd * sd + 1 / e[id])
+          n++; c50 += (z < 0 ? -z : z) < 0.6745; c95 += (z < 0 ? -z : z) < 1.96
+        }
+        printf "%.2f / %.2f", c50 / n, c95 / n
+      }'
+}
 
-echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | pixel 95 % coverage | held-out count coverage 50 % / 95 % | the truth's coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
     data="$work/country_${noise}_$seed"
@@ -53,9 +70,10 @@ for noise in $noises; do
       pj="$out/pixel.json"
       echo "$pixel" >"$pj"
       base=$(grep -o '"baseline_constant": {"bag_nll_mean": [^,]*' "$j" | sed 's/.*: //')
-      printf "| %s | %s | %s | %.4f | %.3g | %s | %s | %s / %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
+      printf "| %s | %s | %s | %.4f | %.3g | %s | %s | %s / %s | %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
         "$(num "$pj" correlation)" "$(num "$pj" mse)" "$(list "$pj" coverage_error | mean_of)" \
         "$(list "$pj" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
+        "$(truth_coverage "$data" "$out/model.yaml" "$noise")" \
         "$(num "$j" bag_nll_mean)" "$base" "$(num "$j" bag_log_mse)" "$secs"
     done
   done

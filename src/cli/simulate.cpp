@@ -163,6 +163,18 @@ void write_vectors(const std::string& dir, const io::Grid& grid, const Country& 
   write_layer(dir + "/clusters.gpkg", srs, cl);
 }
 
+// Each unit's truth beside its count: the expected count before overdispersion (the sum of
+// population times true intensity over its pixels) and its unit effect u_a, so an experiment can
+// score what the true model itself would cover.
+void write_truth_units(const std::string& path, const Country& c) {
+  std::ostringstream s;
+  s.precision(17);
+  s << "ID,expected,unit_effect\n";
+  for (Index k = 0; k < c.counts.size(); ++k)
+    s << numbered("U", static_cast<size_t>(k), 3) << ',' << c.expected[k] << ',' << c.unit_effect[k] << '\n';
+  io::write_text_atomic(path, s.str());
+}
+
 // The rasters every configuration of the country shares.
 std::string country_layers(const Country& c) {
   std::ostringstream s;
@@ -297,6 +309,7 @@ void simulate_country(const std::string& dir, const CountryOptions& o) {
   write_field(dir + "/population.tif", grid, c.population, "population", "people");
   write_field(dir + "/truth_intensity.tif", grid, c.intensity, "true intensity", "cases per person");
   write_vectors(dir, grid, c, month_labels(o));
+  write_truth_units(dir + "/truth_units.csv", c);
   write_field(dir + "/truth_prevalence.tif", grid, c.prevalence, "true prevalence", "prevalence (proportion positive)");
   io::write_text_atomic(dir + "/data.yaml", country_config(c, false));
   io::write_text_atomic(dir + "/prevalence.yaml", country_config(c, true));
@@ -359,7 +372,8 @@ int simulate_main(int argc, char** argv) {
       ->check(CLI::Range(1, 20));
   app.add_option("--unit-noise", unit_noise,
                  "country: overdispersion; each unit's expected count is multiplied by a lognormal factor "
-                 "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7)")
+                 "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7). "
+                 "truth_units.csv holds each unit's expected count before the factor and its u")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3.0));
   app.add_option("--months", months,

@@ -216,6 +216,7 @@ Country make_country(const CountryOptions& o) {
   }
   for (int u = 0; u < o.units; ++u)
     c.counts[u] = static_cast<double>(std::poisson_distribution<long long>(rate[u] * std::exp(c.unit_effect[u]))(rng));
+  c.expected = rate;
 
   // The survey has streams of its own, so the counts above are unchanged by it.
   c.prevalence =

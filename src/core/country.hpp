@@ -30,6 +30,7 @@ struct Country {
   Vector intensity;                // true lambda: cases per person
   std::vector<int> unit_of_pixel;  // 0-based unit index per pixel
   Vector counts;                   // y_a ~ Poisson(e^{u_a} sum over the unit's pixels of p_i lambda_i)
+  Vector expected;                 // sum over the unit's pixels of p_i lambda_i (before e^{u_a})
   Vector unit_effect;              // u_a (all 0 without overdispersion)
   // A prevalence survey of the same country: the true prevalence sigma(f_i) of the same latent
   // field on the logit scale (about 20 % on average), and per unit the number tested and

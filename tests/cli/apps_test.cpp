@@ -68,6 +68,14 @@ class Apps : public ::testing::Test {
 TEST_F(Apps, SimulateWritesTheCountryAndItsConfiguration) {
   for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif", "units.gpkg", "data.yaml"})
     EXPECT_TRUE(std::filesystem::exists(path(std::string("data/") + f))) << f;
+  // One row of truth per unit, with the header.
+  std::ifstream truth(path("data/truth_units.csv"));
+  std::string line;
+  ASSERT_TRUE(std::getline(truth, line));
+  EXPECT_EQ(line, "ID,expected,unit_effect");
+  int rows = 0;
+  while (std::getline(truth, line)) ++rows;
+  EXPECT_EQ(rows, 16);
 }
 
 // The constant model is the evaluations' baseline: fitted to the same training units, its

@@ -150,6 +150,17 @@ TEST(Country, UnitNoiseIsLognormalWithMeanOneAndChangesOnlyTheCounts) {
   EXPECT_NEAR(sd, 0.5, 0.05);
   EXPECT_NEAR(u.array().exp().mean(), 1.0, 0.06);
   EXPECT_NE(plain.counts, noisy.counts);
+  // Each unit's expected count is its pixels' population times intensity, and its count is a
+  // Poisson draw of that times e^u: standardised residuals have mean 0 and variance 1.
+  Vector expected = Vector::Zero(o.units);
+  for (Index i = 0; i < noisy.population.size(); ++i)
+    expected[noisy.unit_of_pixel[static_cast<size_t>(i)]] += noisy.population[i] * noisy.intensity[i];
+  EXPECT_LT((expected - noisy.expected).cwiseAbs().maxCoeff(), 1e-9 * expected.maxCoeff());
+  EXPECT_EQ(plain.expected, noisy.expected);
+  const Vector mean_count = noisy.expected.array() * u.array().exp();
+  const Vector z = (noisy.counts - mean_count).array() / mean_count.array().sqrt();
+  EXPECT_NEAR(z.mean(), 0.0, 0.2);
+  EXPECT_NEAR(z.squaredNorm() / static_cast<double>(o.units), 1.0, 0.2);
   o.unit_noise_sd = -1;
   EXPECT_THROW(make_country(o), ConfigError);
 }
