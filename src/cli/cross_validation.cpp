@@ -90,6 +90,16 @@ Metrics pooled_metrics(std::vector<Metrics> folds) {
   p.count_coverage = pool(folds, &Metrics::count_coverage, units);
   p.count_pit = pool(folds, &Metrics::count_pit, units);
   p.pixel_coverage = pool(folds, &Metrics::pixel_coverage, pixels);
+  // Draw s of every fold pooled as one map: what a calibrated model's pooled coverage would be.
+  double drawn = 0;
+  for (size_t k = 0; k < folds.size(); ++k) {
+    const Matrix& c = folds[k].pixel_draw_coverage;
+    if (c.size() == 0) continue;
+    if (p.pixel_draw_coverage.size() == 0) p.pixel_draw_coverage = Matrix::Zero(c.rows(), c.cols());
+    p.pixel_draw_coverage += pixels[k] * c;
+    drawn += pixels[k];
+  }
+  if (drawn > 0) p.pixel_draw_coverage /= drawn;
   // Scalars: the mean over folds (cross_validation_table adds their sd).
   for (double Metrics::*field :
        {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean, &Metrics::baseline_bag_log_mse,
@@ -121,8 +131,9 @@ std::vector<Metrics> pooled_sources(const std::vector<Metrics>& folds) {
 // The pooled coverage of the counts (and of the truth) per interval level, and the PIT.
 void coverage_lines(std::ostringstream& s, const Metrics& p) {
   char line[200];
+  const CoverageBand band = coverage_band(p.pixel_draw_coverage, p.levels);
   s << "interval level          counts covered (pooled)"
-    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)") << "\n";
+    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)   a calibrated model (90 %)") << "\n";
   for (size_t l = 0; l < p.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
                   p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
@@ -131,9 +142,15 @@ void coverage_lines(std::ostringstream& s, const Metrics& p) {
       std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l],
                     p.pixel_coverage[l] - p.levels[l]);
       s << line;
+      if (!band.low.empty()) {
+        std::snprintf(line, sizeof line, "   %.3f-%.3f", band.low[l], band.high[l]);
+        s << line;
+      }
     }
     s << "\n";
   }
+  if (!p.pixel_coverage.empty() && !band.low.empty())
+    s << calibration_error_line(p.pixel_coverage, p.levels, band) << "\n";
   s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):" << pit_text(p.count_pit) << "\n";
 }
 
@@ -264,7 +281,9 @@ std::string cross_validation_json(const CrossValidation& cv) {
     << ",\n  \"count_pit_histogram\": " << json_list(p.count_pit);
   if (!p.pixel_coverage.empty())
     s << ",\n  \"pixel_coverage\": " << json_list(p.pixel_coverage)
-      << ",\n  \"pixel_coverage_error\": " << json_list(pixel_err);
+      << ",\n  \"pixel_coverage_error\": " << json_list(pixel_err)
+      << ",\n  \"pixel_calibrated\": {\"levels\": " << json_list(p.levels)
+      << coverage_band_json(coverage_band(p.pixel_draw_coverage, p.levels)) << "}";
   s << ",\n  \"fold_units\": [";
   for (size_t k = 0; k < cv.folds.size(); ++k) s << (k ? ", " : "") << cv.folds[k].units;
   s << "]";

@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.hpp"
 #include "model_data.hpp"
 
 namespace vbagg::cli {
 
 // Bins of the PIT histogram: ten, so a calibrated model puts about 10 % of the units in each.
 constexpr int kPitBins = 10;
+// Joint posterior draws behind the band of a calibrated model's pixel coverage.
+constexpr int kCoverageDraws = 200;
 
 struct Metrics {
   std::string kind;  // model kind
@@ -28,6 +31,9 @@ struct Metrics {
   bool has_truth = false;
   double pixel_mse = NAN, pixel_correlation = NAN, baseline_pixel_mse = NAN, baseline_pixel_correlation = NAN;
   std::vector<double> pixel_coverage;  // true intensity inside the central interval, per level
+  // The same coverage of joint posterior draws in place of the truth (draw_coverage: a row per
+  // draw, a column per level): how far a calibrated model's coverage of these pixels strays.
+  Matrix pixel_draw_coverage;
   // For plots: per unit observed and predicted totals, and the pixel sample used for maps.
   std::vector<double> observed, predicted;
   // A joint fit: the metrics above are the first source's (with the pixel metrics), these the
@@ -47,6 +53,13 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
 
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);
+
+// The line under a table of pixel coverage: its calibration error beside a calibrated model's
+// (coverage_band), and the band's JSON entries (", \"calibrated_coverage_low\": [...], ...";
+// empty without draws).
+std::string calibration_error_line(const std::vector<double>& coverage, const std::vector<double>& levels,
+                                   const CoverageBand& band);
+std::string coverage_band_json(const CoverageBand& band);
 
 // The PIT histogram's bin fractions as text (" 0.10 0.08 ..."), for the tables.
 std::string pit_text(const std::vector<double>& pit);

@@ -15,6 +15,9 @@ unsigned long long draw_seed(const Dataset& d, Index bag) {
   return 1000 + static_cast<unsigned long long>(d.global_bag_of(bag));
 }
 
+// The joint draws of draw_coverage: any fixed seed, so eval's figures repeat.
+constexpr unsigned long long kCoverageDrawSeed = 20181203;
+
 // vbagg, bag_pixel and nystrom: a GP model (nystrom's q is a point mass, so it has no posterior).
 class GpPredictor final : public Predictor {
  public:
@@ -63,6 +66,11 @@ class GpPredictor final : public Predictor {
   Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&, const PredictOptions& options,
                             int task) const override {
     return predict(task_views_[static_cast<size_t>(task)], X, options);
+  }
+
+  Matrix draw_coverage(const Matrix& X, const Matrix& lo, const Matrix& hi, int samples, int threads,
+                       int task) const override {
+    return vbagg::draw_coverage(task_views_[static_cast<size_t>(task)], X, lo, hi, samples, kCoverageDrawSeed, threads);
   }
 
  private:
@@ -123,6 +131,9 @@ class ConstantPredictor final : public Predictor {
     for (Index j = 0; j < n; ++j) p.mean[j] = rate(units[static_cast<size_t>(j)]);
     return p;
   }
+
+  // A point estimate: no posterior to draw from.
+  Matrix draw_coverage(const Matrix&, const Matrix&, const Matrix&, int, int, int) const override { return {}; }
 
  private:
   static size_t bag(Index a) { return static_cast<size_t>(a); }

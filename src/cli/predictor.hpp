@@ -45,6 +45,10 @@ class Predictor {
   // needs_pixel_units(), else is empty.
   virtual Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>& units,
                                     const PredictOptions& options, int task = 0) const = 0;
+  // With a posterior: draw_coverage (core/predict.hpp) of task `task`'s intensity at the pixels X
+  // by the intervals lo/hi (a row per pixel, a column per level), `samples` joint draws.
+  virtual Matrix draw_coverage(const Matrix& X, const Matrix& lo, const Matrix& hi, int samples, int threads,
+                               int task = 0) const = 0;
 };
 
 // `same_units`: the data's units are those the model was trained on, so a unit's own fitted

@@ -55,6 +55,28 @@ double empirical_quantile(const Vector& sorted, double p) {
   return sorted[std::clamp<Index>(k, 0, sorted.size() - 1)];
 }
 
+CoverageBand coverage_band(const Matrix& draw_coverage, const std::vector<double>& levels) {
+  CoverageBand b;
+  const Index S = draw_coverage.rows(), L = static_cast<Index>(levels.size());
+  if (S == 0 || draw_coverage.cols() != L) return b;
+  for (Index l = 0; l < L; ++l) {
+    Vector c = draw_coverage.col(l);
+    std::sort(c.data(), c.data() + S);
+    b.low.push_back(empirical_quantile(c, 0.05));
+    b.high.push_back(empirical_quantile(c, 0.95));
+  }
+  Vector err(S);
+  for (Index s = 0; s < S; ++s) {
+    double e = 0;
+    for (Index l = 0; l < L; ++l) e += std::abs(draw_coverage(s, l) - levels[static_cast<size_t>(l)]);
+    err[s] = e / static_cast<double>(L);
+  }
+  b.error_mean = err.mean();
+  std::sort(err.data(), err.data() + S);
+  b.error_p90 = empirical_quantile(err, 0.9);
+  return b;
+}
+
 double randomized_pit(const Vector& sorted, double y, double v) {
   const double* b = sorted.data();
   const double* e = b + sorted.size();

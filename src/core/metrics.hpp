@@ -1,6 +1,7 @@
 // Evaluation metrics of MODEL.md section 8.
 #pragma once
 
+#include <cmath>
 #include <vector>
 
 #include "types.hpp"
@@ -34,6 +35,16 @@ double randomized_pit(const Vector& sorted, double y, double v);
 
 // Fractions of the values in [0, 1] falling in each of `bins` equal bins.
 std::vector<double> unit_histogram(const std::vector<double>& values, int bins);
+
+// What a calibrated model's coverage of one map would be, from draw_coverage's fractions (a row
+// per joint posterior draw, a column per level): per level the central 90 % of the draws'
+// coverage (low, high), and the calibration error (mean over levels of |coverage - level|) of
+// the draws, its mean and 90th percentile.
+struct CoverageBand {
+  std::vector<double> low, high;
+  double error_mean = NAN, error_p90 = NAN;
+};
+CoverageBand coverage_band(const Matrix& draw_coverage, const std::vector<double>& levels);
 
 // The levels of the calibration metric and the quantiles bounding their central intervals.
 const std::vector<double>& calibration_levels();

@@ -309,56 +309,92 @@ double bag_predictive_nll(const Model& model, const Dataset& data, const std::ve
 
 #include <algorithm>
 #include <random>
+#include <stdexcept>
 
 #include "counter_rng.hpp"
 
 namespace vbagg {
 
+namespace {
+
+// Joint draws of the latent f from q: f = m + T^T z + r e with z ~ N(0, I) over q's entries,
+// shared by every pixel, and e independent per pixel. Both are counter-based normals keyed by the
+// seed and their place (z by entry, e by pixel), so blocks of pixels go to any thread and the
+// draws do not depend on the threads.
+class LatentDraws {
+ public:
+  struct Scratch {
+    LatentScratch latent;
+    Vector m, s2, e;
+    Matrix T;
+  };
+
+  LatentDraws(const Model& model, int samples, unsigned long long seed)
+      : model_(model), post_(compute_posterior(model)), samples_(samples), seed_(seed), Zt_(samples, model.num_q()) {
+    for (Index k = 0; k < Zt_.cols(); ++k)
+      stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt_(0, k));
+  }
+
+  // Ft (samples x len): the draws at the pixels X (len columns) that start at place `begin` of
+  // the whole set, pixel i's draws in column i.
+  void block(const Eigen::Ref<const Matrix>& X, Index begin, Matrix& Ft, Scratch& s) const {
+    const Index len = X.cols();
+    s.m.resize(len);
+    s.s2.resize(len);
+    latent_marginals_into(model_, post_, X, s.m, s.s2, s.latent);
+    Ft.resize(samples_, len);
+    // A MAP estimate has no latent uncertainty.
+    if (model_.spec.map_estimate) {
+      Ft.rowwise() = s.m.transpose();
+      return;
+    }
+    s.T.noalias() = post_.B * s.latent.K.view();
+    const Vector resid_sd = (s.s2 - s.T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
+    Ft.noalias() = Zt_ * s.T;  // (T^T z)^T
+    s.e.resize(samples_);
+    for (Index i = 0; i < len; ++i) {
+      Ft.col(i).array() += s.m[i];
+      if (resid_sd[i] > 0) {
+        stream_normals(counter_stream(seed_, 1, static_cast<std::uint64_t>(begin + i)), samples_, s.e.data());
+        Ft.col(i) += resid_sd[i] * s.e;
+      }
+    }
+  }
+
+ private:
+  const Model& model_;
+  const Posterior post_;
+  const int samples_;
+  const unsigned long long seed_;
+  Matrix Zt_;  // z^T: a draw per row
+};
+
+constexpr Index kDrawBlock = 1024;
+
+}  // namespace
+
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
-  const Posterior post = compute_posterior(model);
-  const Index n = X.cols(), M = model.num_q();
+  const Index n = X.cols();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Vector w = lik.aggregate_weights(model.spec, w_in);
-  // f = m + T^T z + r e with z ~ N(0, I) over q's entries, shared by the unit's pixels, and e
-  // independent per pixel. Both are counter-based normals keyed by the seed and their place (z by
-  // entry, e by pixel), so blocks of pixels go to any thread; their partial sums are added in
-  // block order, and the draws do not depend on the threads.
-  Matrix Zt(samples, M);  // z^T: a draw per row
-  for (Index k = 0; k < M; ++k)
-    stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt(0, k));
-  const Index block = 1024, blocks = (n + block - 1) / block;
+  const LatentDraws draws_of(model, samples, seed);
+  // The blocks' partial sums are added in block order, so the total is the same for any threads.
+  const Index blocks = (n + kDrawBlock - 1) / kDrawBlock;
   Matrix partial = Matrix::Zero(samples, blocks);
 #pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
   {
     const FlushDenormals flush;
-    LatentScratch scratch;
-    Vector m, s2, e(samples);
-    Matrix T, Ft;
+    LatentDraws::Scratch scratch;
+    Matrix Ft;
 #pragma omp for schedule(dynamic, 1)
     for (Index b = 0; b < blocks; ++b) {
-      const Index begin = b * block, len = std::min(block, n - begin);
-      m.resize(len);
-      s2.resize(len);
-      latent_marginals_into(model, post, X.middleCols(begin, len), m, s2, scratch);
-      T.noalias() = post.B * scratch.K.view();
-      // A MAP estimate has no latent uncertainty: only the observation noise remains.
-      const Vector resid_sd = model.spec.map_estimate
-                                  ? Vector::Zero(len)
-                                  : Vector((s2 - T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt());
-      if (model.spec.map_estimate)
-        Ft.setZero(samples, len);
-      else
-        Ft.noalias() = Zt * T;  // (T^T z)^T: pixel i's draws in column i
+      const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, n - begin);
+      draws_of.block(X.middleCols(begin, len), begin, Ft, scratch);
       auto eta = partial.col(b);
-      for (Index i = 0; i < len; ++i) {
-        if (resid_sd[i] > 0)
-          stream_normals(counter_stream(seed, 1, static_cast<std::uint64_t>(begin + i)), samples, e.data());
-        else
-          e.setZero();
-        for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i) + m[i] + resid_sd[i] * e[s]);
-      }
+      for (Index i = 0; i < len; ++i)
+        for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i));
     }
   }
   Vector eta = Vector::Zero(samples);
@@ -371,6 +407,40 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   Vector draws(samples);
   for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], trials, w, rng);
   return draws;
+}
+
+Matrix draw_coverage(const Model& model, const Matrix& X, const Matrix& lo, const Matrix& hi, int samples,
+                     unsigned long long seed, int threads) {
+  const Index n = X.cols(), L = lo.cols();
+  if (lo.rows() != n || hi.rows() != n || hi.cols() != L)
+    throw std::invalid_argument("draw_coverage: the intervals must have a row per pixel");
+  const LinkFunction& link = link_of(model.spec.link);
+  const LatentDraws draws_of(model, samples, seed);
+  const Index blocks = (n + kDrawBlock - 1) / kDrawBlock;
+  // Counts of pixels inside, per block: whole numbers, so their sum is exact in any order.
+  std::vector<Matrix> inside(static_cast<size_t>(blocks));
+#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
+  {
+    const FlushDenormals flush;
+    LatentDraws::Scratch scratch;
+    Matrix Ft;
+#pragma omp for schedule(dynamic, 1)
+    for (Index b = 0; b < blocks; ++b) {
+      const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, n - begin);
+      draws_of.block(X.middleCols(begin, len), begin, Ft, scratch);
+      Matrix& c = inside[static_cast<size_t>(b)];
+      c.setZero(samples, L);
+      for (Index i = 0; i < len; ++i)
+        for (int s = 0; s < samples; ++s) {
+          const double v = link.psi(Ft(s, i));
+          for (Index l = 0; l < L; ++l)
+            if (v >= lo(begin + i, l) && v <= hi(begin + i, l)) c(s, l) += 1;
+        }
+    }
+  }
+  Matrix total = Matrix::Zero(samples, L);
+  for (const Matrix& c : inside) total += c;
+  return n > 0 ? Matrix(total / static_cast<double>(n)) : total;
 }
 
 }  // namespace vbagg

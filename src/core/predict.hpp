@@ -70,4 +70,13 @@ namespace vbagg {
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 
+// How a calibrated model's coverage of one map strays from nominal. Joint draws of the latent f
+// at the columns of X from q (as in bag_predictive_draws: z shared by every pixel), mapped by the
+// link, are checked against intervals [lo(j, l), hi(j, l)] per pixel j and level l: entry (s, l)
+// is the fraction of pixels whose draw s lies inside. Were the truth such a draw, the marginal
+// intervals would be calibrated by construction, yet one map's coverage varies from draw to draw,
+// because neighbouring pixels share the field's errors. Seeded; the same for any number of threads.
+Matrix draw_coverage(const Model& model, const Matrix& X, const Matrix& lo, const Matrix& hi, int samples,
+                     unsigned long long seed, int threads = 1);
+
 }  // namespace vbagg

@@ -159,6 +159,13 @@ TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
   const auto pixel_at = json.find("\"pixel\"");
   ASSERT_NE(pixel_at, std::string::npos) << json;
   EXPECT_GT(json_number(json.substr(pixel_at), "correlation"), 0.5) << json;
+  // Beside the truth's coverage, what a calibrated model's would be: its mean error lies in (0, 1)
+  // below its 90th percentile, and the table says it.
+  const double err_mean = json_number(json.substr(pixel_at), "calibrated_error_mean");
+  EXPECT_GT(err_mean, 0) << json;
+  EXPECT_LE(err_mean, json_number(json.substr(pixel_at), "calibrated_error_p90")) << json;
+  EXPECT_NE(json.find("\"calibrated_coverage_low\": ["), std::string::npos) << json;
+  EXPECT_NE(r.output.find("a calibrated model's on these pixels"), std::string::npos) << r.output;
   const std::string html = read_file(d() + "/report.html");
   EXPECT_NE(html.find("<img alt=\"calibration\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
   EXPECT_NE(html.find("<img alt=\"PIT histogram\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
@@ -198,6 +205,11 @@ TEST_F(EndToEnd, EvalCrossValidatesOnSpatialBlocks) {
   ASSERT_NE(nll_at, std::string::npos) << json;
   EXPECT_GE(json_number(json.substr(nll_at), "sd"), 0) << json;
   EXPECT_NE(json.find("\"pixel_coverage\": ["), std::string::npos) << json;
+  // The folds' draws pooled as the truth is: a calibrated model's band beside the pooled coverage.
+  const auto band_at = json.find("\"pixel_calibrated\": {");
+  ASSERT_NE(band_at, std::string::npos) << json;
+  EXPECT_GT(json_number(json.substr(band_at), "calibrated_error_mean"), 0) << json;
+  EXPECT_NE(r.output.find("a calibrated model's on these pixels"), std::string::npos) << r.output;
   // --split and --cv are two answers to one question.
   EXPECT_EQ(run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --cv 3 --split train").code, 2);
   EXPECT_EQ(run(bin("vbagg-eval") + " --model " + d() + "/fit/model.yaml --cv 1").code, 2);

@@ -50,5 +50,26 @@ TEST(CalibrationMetrics, PitHistogramIsFlatOnlyWhenCalibrated) {
   EXPECT_GT(u.front() + u.back(), 0.6);
 }
 
+// The band of a calibrated model's coverage: per level the 5th and 95th percentiles of the draws'
+// coverage, and the draws' calibration error (mean absolute distance from the levels).
+TEST(CalibrationMetrics, CoverageBandOfDraws) {
+  const std::vector<double> levels = {0.5, 0.9};
+  Matrix c(20, 2);
+  for (Index s = 0; s < 20; ++s) {
+    c(s, 0) = 0.5 + 0.01 * static_cast<double>(s - 10);  // 0.40 ... 0.59
+    c(s, 1) = 0.9;
+  }
+  const CoverageBand b = coverage_band(c, levels);
+  ASSERT_EQ(b.low.size(), 2u);
+  EXPECT_NEAR(b.low[0], 0.40, 1e-12);   // the 1st of 20 sorted (ceil(0.05 * 20) = 1)
+  EXPECT_NEAR(b.high[0], 0.58, 1e-12);  // the 19th
+  EXPECT_NEAR(b.low[1], 0.9, 1e-12);
+  EXPECT_NEAR(b.high[1], 0.9, 1e-12);
+  // Errors |0.01 (s - 10)| / 2: mean 0.01 * (10 + 9 + ... + 1 + 0 + 1 + ... + 9) / 2 / 20.
+  EXPECT_NEAR(b.error_mean, 0.01 * 100.0 / 2.0 / 20.0, 1e-12);
+  EXPECT_NEAR(b.error_p90, 0.01 * 9 / 2.0, 1e-12);  // the 18th of the sorted errors (0, 1, 1, 2, 2, ...)
+  EXPECT_TRUE(coverage_band(Matrix(0, 2), levels).low.empty());
+}
+
 }  // namespace
 }  // namespace vbagg

@@ -152,5 +152,67 @@ TEST(Predict, BagPredictiveDrawsDoNotDependOnThreads) {
   EXPECT_FALSE(one == bag_predictive_draws(model, data.inputs, w, 4000, 4, {}, 0, 2));
 }
 
+// The intervals predict gives, as draw_coverage takes them: a row per pixel, a column per level.
+struct Intervals {
+  Matrix lo, hi;
+};
+Intervals central_intervals(const Model& model, const Matrix& X, const std::vector<double>& levels) {
+  PredictOptions o;
+  for (double l : levels) {
+    o.quantiles.push_back((1 - l) / 2);
+    o.quantiles.push_back((1 + l) / 2);
+  }
+  const Prediction p = predict(model, X, o);
+  Intervals r{Matrix(X.cols(), static_cast<Index>(levels.size())), Matrix(X.cols(), static_cast<Index>(levels.size()))};
+  for (Index l = 0; l < static_cast<Index>(levels.size()); ++l) {
+    r.lo.col(l) = p.quantiles.col(2 * l);
+    r.hi.col(l) = p.quantiles.col(2 * l + 1);
+  }
+  return r;
+}
+
+// One pixel: each joint draw is inside or not, so over many draws the fraction inside is the
+// level itself when the draws' marginal is the one predict's quantiles come from.
+TEST(Predict, DrawCoverageOfOnePixelIsTheLevel) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 5, 5, D, LikelihoodKind::poisson, 6);
+  const std::vector<double> levels = {0.5, 0.8, 0.95};
+  for (Link link : {Link::exp, Link::square}) {
+    ModelSpec spec;
+    spec.link = link;
+    const Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 7);
+    const Matrix X = data.inputs.leftCols(1);
+    const Intervals iv = central_intervals(model, X, levels);
+    const int S = 20000;
+    const Matrix c = draw_coverage(model, X, iv.lo, iv.hi, S, 11);
+    for (size_t l = 0; l < levels.size(); ++l) {
+      const double p = levels[l];
+      EXPECT_NEAR(c.col(static_cast<Index>(l)).mean(), p, 4 * std::sqrt(p * (1 - p) / S)) << "level " << p;
+    }
+  }
+}
+
+// Many pixels: the fraction inside is the level on average over draws, but one draw's fraction
+// strays further than independent pixels' would (they share the field's errors through z), and
+// the result does not depend on the threads.
+TEST(Predict, DrawCoverageOfAMapIsNominalOnAverageAndSpreadByTheSharedField) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 2500, 2500, D, LikelihoodKind::poisson, 8);
+  ModelSpec spec;
+  const Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 9);
+  const std::vector<double> levels = {0.5, 0.9};
+  const Intervals iv = central_intervals(model, data.inputs, levels);
+  const int S = 2000;
+  const Matrix c = draw_coverage(model, data.inputs, iv.lo, iv.hi, S, 12, 1);
+  EXPECT_TRUE(c == draw_coverage(model, data.inputs, iv.lo, iv.hi, S, 12, 2));
+  const double n = static_cast<double>(data.inputs.cols());
+  for (Index l = 0; l < 2; ++l) {
+    const double p = levels[static_cast<size_t>(l)], mean = c.col(l).mean();
+    const double sd = std::sqrt((c.col(l).array() - mean).square().mean());
+    EXPECT_NEAR(mean, p, 4 * sd / std::sqrt(static_cast<double>(S))) << "level " << p;
+    EXPECT_GT(sd, 3 * std::sqrt(p * (1 - p) / n)) << "level " << p;
+  }
+}
+
 }  // namespace
 }  // namespace vbagg
