@@ -94,8 +94,10 @@ int eval_main(int argc, char** argv) {
                  "A space-time model's report draws this unit's seasonal curve: observed counts and predicted totals "
                  "with their intervals over the periods (default: the unit with the most cases)");
   app.add_option("--truth", args.truth,
-                 "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics; for a "
-                 "space-time model a path with {period}, {year} or {month} (truth_intensity_{period}.tif)");
+                 "Raster of the true intensity (e.g. truth_intensity.tif of vbagg-simulate) for pixel metrics: MSE, "
+                 "correlation, and coverage at 50-95 % beside the range a calibrated model's would fall in (200 joint "
+                 "posterior draws in place of the truth); for a space-time model a path with {period}, {year} or "
+                 "{month} (truth_intensity_{period}.tif)");
   app.add_option("--truth-task", args.truth_task,
                  "The task whose intensity --truth holds, for a model of several tasks (e.g. prevalence with "
                  "truth_prevalence.tif; default: the first task). Compared at the first source's pixels");

@@ -317,6 +317,8 @@ namespace vbagg {
 
 namespace {
 
+constexpr Index kDrawBlock = 1024;
+
 // Joint draws of the latent f from q: f = m + T^T z + r e with z ~ N(0, I) over q's entries,
 // shared by every pixel, and e independent per pixel. Both are counter-based normals keyed by the
 // seed and their place (z by entry, e by pixel), so blocks of pixels go to any thread and the
@@ -333,6 +335,27 @@ class LatentDraws {
       : model_(model), post_(compute_posterior(model)), samples_(samples), seed_(seed), Zt_(samples, model.num_q()) {
     for (Index k = 0; k < Zt_.cols(); ++k)
       stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt_(0, k));
+  }
+
+  static Index blocks(Index n) { return (n + kDrawBlock - 1) / kDrawBlock; }
+
+  // Calls use(b, begin, Ft) for each block b of kDrawBlock pixels of X (the last may be shorter),
+  // which starts at pixel `begin`, with Ft its draws (block below), the blocks shared over `threads`.
+  template <class Use>
+  void over_blocks(const Matrix& X, int threads, Use&& use) const {
+    const Index n = X.cols(), count = blocks(n);
+#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && count > 1)
+    {
+      const FlushDenormals flush;
+      Scratch scratch;
+      Matrix Ft;
+#pragma omp for schedule(dynamic, 1)
+      for (Index b = 0; b < count; ++b) {
+        const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, n - begin);
+        block(X.middleCols(begin, len), begin, Ft, scratch);
+        use(b, begin, Ft);
+      }
+    }
   }
 
   // Ft (samples x len): the draws at the pixels X (len columns) that start at place `begin` of
@@ -369,8 +392,6 @@ class LatentDraws {
   Matrix Zt_;  // z^T: a draw per row
 };
 
-constexpr Index kDrawBlock = 1024;
-
 }  // namespace
 
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
@@ -379,24 +400,14 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Vector w = lik.aggregate_weights(model.spec, w_in);
-  const LatentDraws draws_of(model, samples, seed);
   // The blocks' partial sums are added in block order, so the total is the same for any threads.
-  const Index blocks = (n + kDrawBlock - 1) / kDrawBlock;
+  const Index blocks = LatentDraws::blocks(n);
   Matrix partial = Matrix::Zero(samples, blocks);
-#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
-  {
-    const FlushDenormals flush;
-    LatentDraws::Scratch scratch;
-    Matrix Ft;
-#pragma omp for schedule(dynamic, 1)
-    for (Index b = 0; b < blocks; ++b) {
-      const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, n - begin);
-      draws_of.block(X.middleCols(begin, len), begin, Ft, scratch);
-      auto eta = partial.col(b);
-      for (Index i = 0; i < len; ++i)
-        for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i));
-    }
-  }
+  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+    auto eta = partial.col(b);
+    for (Index i = 0; i < Ft.cols(); ++i)
+      for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i));
+  });
   Vector eta = Vector::Zero(samples);
   for (Index b = 0; b < blocks; ++b) eta += partial.col(b);
   // The unit effect multiplies the unit's rate by e^u, one u per draw; then the observation noise.
@@ -415,29 +426,18 @@ Matrix draw_coverage(const Model& model, const Matrix& X, const Matrix& lo, cons
   if (lo.rows() != n || hi.rows() != n || hi.cols() != L)
     throw std::invalid_argument("draw_coverage: the intervals must have a row per pixel");
   const LinkFunction& link = link_of(model.spec.link);
-  const LatentDraws draws_of(model, samples, seed);
-  const Index blocks = (n + kDrawBlock - 1) / kDrawBlock;
   // Counts of pixels inside, per block: whole numbers, so their sum is exact in any order.
-  std::vector<Matrix> inside(static_cast<size_t>(blocks));
-#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
-  {
-    const FlushDenormals flush;
-    LatentDraws::Scratch scratch;
-    Matrix Ft;
-#pragma omp for schedule(dynamic, 1)
-    for (Index b = 0; b < blocks; ++b) {
-      const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, n - begin);
-      draws_of.block(X.middleCols(begin, len), begin, Ft, scratch);
-      Matrix& c = inside[static_cast<size_t>(b)];
-      c.setZero(samples, L);
-      for (Index i = 0; i < len; ++i)
-        for (int s = 0; s < samples; ++s) {
-          const double v = link.psi(Ft(s, i));
-          for (Index l = 0; l < L; ++l)
-            if (v >= lo(begin + i, l) && v <= hi(begin + i, l)) c(s, l) += 1;
-        }
-    }
-  }
+  std::vector<Matrix> inside(static_cast<size_t>(LatentDraws::blocks(n)));
+  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+    Matrix& c = inside[static_cast<size_t>(b)];
+    c.setZero(samples, L);
+    for (Index i = 0; i < Ft.cols(); ++i)
+      for (int s = 0; s < samples; ++s) {
+        const double v = link.psi(Ft(s, i));
+        for (Index l = 0; l < L; ++l)
+          if (v >= lo(begin + i, l) && v <= hi(begin + i, l)) c(s, l) += 1;
+      }
+  });
   Matrix total = Matrix::Zero(samples, L);
   for (const Matrix& c : inside) total += c;
   return n > 0 ? Matrix(total / static_cast<double>(n)) : total;
