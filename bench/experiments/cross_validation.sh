@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Spatially blocked K-fold cross-validation (vbagg-eval --cv) of the defaults on synthetic countries
 # with and without overdispersion: coverage of every unit's count pooled over the folds, pixel
-# calibration against the truth, held-out bag NLL next to the constant baseline, accuracy.
+# calibration against the truth (beside the error a calibrated model would show on the same pixels),
+# held-out bag NLL next to the constant baseline, accuracy.
 #   bench/experiments/cross_validation.sh [--units N] [--noise "0 0.3 0.7"] [--seeds "1 2 3"]
 #                                         [--folds K] [--set KEY=VALUE ...]
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
@@ -27,8 +28,8 @@ done
 fold_mean() { grep -o "\"$2\": {\"mean\": [^,]*" "$1" | sed 's/.*: //'; }
 fold_sd() { grep -o "\"$2\": {\"mean\": [^,]*, \"sd\": [^,]*" "$1" | sed 's/.*: //'; }
 
-echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error | pixel calibration error (pooled) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error | pixel calibration error (pooled) | a calibrated model's: mean (90 %) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
     data="$work/country_${noise}_$seed"
@@ -39,9 +40,10 @@ for noise in $noises; do
       --json "$data/cv.json" -q "${sets[@]}" >/dev/null
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
     j="$data/cv.json"
-    printf "| %s | %s | %s / %s / %s | %s | %s | %.4f | %.3f ± %.3f (%.4g) | %.3g | %s |\n" "$noise" "$seed" \
+    printf "| %s | %s | %s / %s / %s | %s | %s | %.3f (%.3f) | %.4f | %.3f ± %.3f (%.4g) | %.3g | %s |\n" "$noise" "$seed" \
       "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 4)" "$(list "$j" count_coverage | nth 6)" \
       "$(list "$j" count_coverage_error | mean_of)" "$(list "$j" pixel_coverage_error | mean_of)" \
+      "$(top "$j" calibrated_error_mean)" "$(top "$j" calibrated_error_p90)" \
       "$(fold_mean "$j" pixel_correlation)" "$(fold_mean "$j" bag_nll_mean)" "$(fold_sd "$j" bag_nll_mean)" \
       "$(fold_mean "$j" baseline_bag_nll_mean)" "$(fold_mean "$j" bag_log_mse)" "$secs"
   done
