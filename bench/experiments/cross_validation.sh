@@ -26,6 +26,8 @@ done
 . bench/experiments/json_fields.sh
 # The mean and sd over folds of a metric of vbagg-eval --cv.
 fold_mean() { grep -o "\"$2\": {\"mean\": [^,]*" "$1" | sed 's/.*: //'; }
+# A number that may close an object ("calibrated_error_p90": 0.17}).
+last_num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
 fold_sd() { grep -o "\"$2\": {\"mean\": [^,]*, \"sd\": [^,]*" "$1" | sed 's/.*: //'; }
 
 echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error | pixel calibration error (pooled) | a calibrated model's: mean (90 %) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
@@ -43,7 +45,7 @@ for noise in $noises; do
     printf "| %s | %s | %s / %s / %s | %s | %s | %.3f (%.3f) | %.4f | %.3f ± %.3f (%.4g) | %.3g | %s |\n" "$noise" "$seed" \
       "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 4)" "$(list "$j" count_coverage | nth 6)" \
       "$(list "$j" count_coverage_error | mean_of)" "$(list "$j" pixel_coverage_error | mean_of)" \
-      "$(top "$j" calibrated_error_mean)" "$(top "$j" calibrated_error_p90)" \
+      "$(last_num "$j" calibrated_error_mean)" "$(last_num "$j" calibrated_error_p90)" \
       "$(fold_mean "$j" pixel_correlation)" "$(fold_mean "$j" bag_nll_mean)" "$(fold_sd "$j" bag_nll_mean)" \
       "$(fold_mean "$j" baseline_bag_nll_mean)" "$(fold_mean "$j" bag_log_mse)" "$secs"
   done

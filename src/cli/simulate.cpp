@@ -373,7 +373,7 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--unit-noise", unit_noise,
                  "country: overdispersion; each unit's expected count is multiplied by a lognormal factor "
                  "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7). "
-                 "truth_units.csv holds each unit's expected count before the factor and its u")
+                 "truth_units.csv holds each unit's expected cases before the factor, and its u")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3.0));
   app.add_option("--months", months,
