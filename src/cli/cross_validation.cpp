@@ -68,6 +68,21 @@ std::vector<double> pool(const std::vector<Metrics>& folds, std::vector<double> 
   return out;
 }
 
+// The folds' draw coverage (a row per draw) pooled as their coverage is: draw s of every fold
+// together, weighted. Empty when a fold has none.
+Matrix pool_draws(const std::vector<Metrics>& folds, Matrix Metrics::*draws, const std::vector<double>& weight) {
+  Matrix out;
+  double total = 0;
+  for (size_t k = 0; k < folds.size(); ++k) {
+    const Matrix& c = folds[k].*draws;
+    if (c.size() == 0) return {};
+    if (out.size() == 0) out = Matrix::Zero(c.rows(), c.cols());
+    out += weight[k] * c;
+    total += weight[k];
+  }
+  return total > 0 ? Matrix(out / total) : out;
+}
+
 // Pooled over the folds that hold units of the source (a joint fit's fold may hold none of one).
 Metrics pooled_metrics(std::vector<Metrics> folds) {
   folds.erase(std::remove_if(folds.begin(), folds.end(), [](const Metrics& f) { return f.units == 0; }), folds.end());
@@ -91,15 +106,8 @@ Metrics pooled_metrics(std::vector<Metrics> folds) {
   p.count_pit = pool(folds, &Metrics::count_pit, units);
   p.pixel_coverage = pool(folds, &Metrics::pixel_coverage, pixels);
   // Draw s of every fold pooled as one map: what a calibrated model's pooled coverage would be.
-  double drawn = 0;
-  for (size_t k = 0; k < folds.size(); ++k) {
-    const Matrix& c = folds[k].pixel_draw_coverage;
-    if (c.size() == 0) continue;
-    if (p.pixel_draw_coverage.size() == 0) p.pixel_draw_coverage = Matrix::Zero(c.rows(), c.cols());
-    p.pixel_draw_coverage += pixels[k] * c;
-    drawn += pixels[k];
-  }
-  if (drawn > 0) p.pixel_draw_coverage /= drawn;
+  p.pixel_draw_coverage = pool_draws(folds, &Metrics::pixel_draw_coverage, pixels);
+  p.count_draw_coverage = pool_draws(folds, &Metrics::count_draw_coverage, units);
   // Scalars: the mean over folds (cross_validation_table adds their sd).
   for (double Metrics::*field :
        {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean, &Metrics::baseline_bag_log_mse,
@@ -131,13 +139,18 @@ std::vector<Metrics> pooled_sources(const std::vector<Metrics>& folds) {
 // The pooled coverage of the counts (and of the truth) per interval level, and the PIT.
 void coverage_lines(std::ostringstream& s, const Metrics& p) {
   char line[200];
-  const CoverageBand band = coverage_band(p.pixel_draw_coverage, p.levels);
-  s << "interval level          counts covered (pooled)"
-    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)   a calibrated model (90 %)") << "\n";
+  const CoverageBand band = coverage_band(p.pixel_draw_coverage, p.levels),
+                     count_band = coverage_band(p.count_draw_coverage, p.levels);
+  s << "interval level          counts covered (pooled)" << (count_band.low.empty() ? "" : "   calibrated (90 %)")
+    << (p.pixel_coverage.empty() ? "" : "    pixels covered (pooled)   calibrated (90 %)") << "\n";
   for (size_t l = 0; l < p.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f (error %+.3f)", 100 * p.levels[l],
                   p.count_coverage[l], p.count_coverage[l] - p.levels[l]);
     s << line;
+    if (!count_band.low.empty()) {
+      std::snprintf(line, sizeof line, "   %.3f-%.3f", count_band.low[l], count_band.high[l]);
+      s << line;
+    }
     if (!p.pixel_coverage.empty()) {
       std::snprintf(line, sizeof line, "      %6.3f (error %+.3f)", p.pixel_coverage[l],
                     p.pixel_coverage[l] - p.levels[l]);
@@ -149,8 +162,10 @@ void coverage_lines(std::ostringstream& s, const Metrics& p) {
     }
     s << "\n";
   }
+  if (!count_band.low.empty())
+    s << calibration_error_line("count", "units", p.count_coverage, p.levels, count_band) << "\n";
   if (!p.pixel_coverage.empty() && !band.low.empty())
-    s << calibration_error_line(p.pixel_coverage, p.levels, band) << "\n";
+    s << calibration_error_line("pixel", "pixels", p.pixel_coverage, p.levels, band) << "\n";
   s << "PIT of counts (pooled, 10 bins, 0.1 each when calibrated):" << pit_text(p.count_pit) << "\n";
 }
 
@@ -278,7 +293,9 @@ std::string cross_validation_json(const CrossValidation& cv) {
   }
   s << "  \"interval_levels\": " << json_list(p.levels) << ",\n  \"count_coverage\": " << json_list(p.count_coverage)
     << ",\n  \"count_coverage_error\": " << json_list(count_err)
-    << ",\n  \"count_pit_histogram\": " << json_list(p.count_pit);
+    << ",\n  \"count_pit_histogram\": " << json_list(p.count_pit)
+    << ",\n  \"count_calibrated\": {\"levels\": " << json_list(p.levels)
+    << coverage_band_json(coverage_band(p.count_draw_coverage, p.levels)) << "}";
   if (!p.pixel_coverage.empty())
     s << ",\n  \"pixel_coverage\": " << json_list(p.pixel_coverage)
       << ",\n  \"pixel_coverage_error\": " << json_list(pixel_err)

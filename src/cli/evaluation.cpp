@@ -50,16 +50,28 @@ void count_calibration(const Predictor& predictor, const Dataset& d, const std::
   std::mt19937_64 pit_rng(12345);
   std::uniform_real_distribution<double> unif(0, 1);
   const std::vector<Index> scored(bags.begin(), bags.begin() + r.units);
+  const Index L = static_cast<Index>(r.levels.size());
+  Matrix lo(r.units, L), hi(r.units, L);
   predictor.unit_draws(d, scored, samples, threads, [&](size_t place, const Vector& draws) {
-    const double yk = y[static_cast<Index>(place)];
-    for (size_t l = 0; l < r.levels.size(); ++l) {
-      const double lo = empirical_quantile(draws, 0.5 - r.levels[l] / 2);
-      const double hi = empirical_quantile(draws, 0.5 + r.levels[l] / 2);
-      if (yk >= lo && yk <= hi) r.count_coverage[l] += 1.0 / static_cast<double>(r.units);
+    const Index k = static_cast<Index>(place);
+    for (Index l = 0; l < L; ++l) {
+      lo(k, l) = empirical_quantile(draws, 0.5 - r.levels[static_cast<size_t>(l)] / 2);
+      hi(k, l) = empirical_quantile(draws, 0.5 + r.levels[static_cast<size_t>(l)] / 2);
+      if (y[k] >= lo(k, l) && y[k] <= hi(k, l))
+        r.count_coverage[static_cast<size_t>(l)] += 1.0 / static_cast<double>(r.units);
     }
-    pit.push_back(randomized_pit(draws, yk, unif(pit_rng)));
+    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
   });
   r.count_pit = unit_histogram(pit, kPitBins);
+  // The same intervals against pseudo-observations drawn jointly, as a calibrated model's counts.
+  const Matrix pseudo = predictor.joint_unit_draws(d, scored, kCoverageDraws, threads);
+  if (pseudo.size() == 0) return;
+  r.count_draw_coverage = Matrix::Zero(pseudo.rows(), L);
+  for (Index s = 0; s < pseudo.rows(); ++s)
+    for (Index k = 0; k < r.units; ++k)
+      for (Index l = 0; l < L; ++l)
+        if (pseudo(s, k) >= lo(k, l) && pseudo(s, k) <= hi(k, l)) r.count_draw_coverage(s, l) += 1;
+  r.count_draw_coverage /= static_cast<double>(r.units);
 }
 
 // The truth raster's values at the bags' pixels, in bag order (NaN where it has none), read
@@ -298,12 +310,17 @@ std::string metrics_table(const Metrics& r) {
     s << line;
   }
   const bool calibrated = !r.pixel_coverage.empty();
-  s << "interval level          counts covered"
-    << (calibrated ? "    pixels covered (truth)   a calibrated model (90 %)" : "") << "\n";
-  const CoverageBand band = coverage_band(r.pixel_draw_coverage, r.levels);
+  const CoverageBand band = coverage_band(r.pixel_draw_coverage, r.levels),
+                     count_band = coverage_band(r.count_draw_coverage, r.levels);
+  s << "interval level          counts covered" << (count_band.low.empty() ? "" : "   calibrated (90 %)")
+    << (calibrated ? "    pixels covered (truth)   calibrated (90 %)" : "") << "\n";
   for (size_t l = 0; l < r.levels.size(); ++l) {
     std::snprintf(line, sizeof line, "  %4.0f %%               %6.3f", 100 * r.levels[l], r.count_coverage[l]);
     s << line;
+    if (!count_band.low.empty()) {
+      std::snprintf(line, sizeof line, "       %.3f-%.3f", count_band.low[l], count_band.high[l]);
+      s << line;
+    }
     if (calibrated) {
       std::snprintf(line, sizeof line, "            %6.3f (error %+.3f)", r.pixel_coverage[l],
                     r.pixel_coverage[l] - r.levels[l]);
@@ -315,22 +332,25 @@ std::string metrics_table(const Metrics& r) {
     }
     s << "\n";
   }
-  if (calibrated && !band.low.empty()) s << calibration_error_line(r.pixel_coverage, r.levels, band) << "\n";
+  if (!count_band.low.empty())
+    s << calibration_error_line("count", "units", r.count_coverage, r.levels, count_band) << "\n";
+  if (calibrated && !band.low.empty())
+    s << calibration_error_line("pixel", "pixels", r.pixel_coverage, r.levels, band) << "\n";
   if (!r.count_pit.empty()) s << "PIT of counts (10 bins, 0.1 each when calibrated):" << pit_text(r.count_pit) << "\n";
   for (const Metrics& more : r.more_sources) s << "\n" << metrics_table(more);
   return s.str();
 }
 
-std::string calibration_error_line(const std::vector<double>& coverage, const std::vector<double>& levels,
-                                   const CoverageBand& band) {
+std::string calibration_error_line(const std::string& what, const std::string& of, const std::vector<double>& coverage,
+                                   const std::vector<double>& levels, const CoverageBand& band) {
   double err = 0;
   for (size_t l = 0; l < levels.size(); ++l) err += std::abs(coverage[l] - levels[l]);
   err /= static_cast<double>(levels.size());
   char line[200];
   std::snprintf(line, sizeof line,
-                "pixel calibration error %.3f; a calibrated model's on these pixels: %.3f on average, under %.3f in "
-                "90 %% of its draws",
-                err, band.error_mean, band.error_p90);
+                "%s calibration error %.3f; a calibrated model's on these %s: %.3f on average, under %.3f in 90 %% "
+                "of its draws",
+                what.c_str(), err, of.c_str(), band.error_mean, band.error_p90);
   return line;
 }
 
@@ -373,6 +393,8 @@ std::string json_entries(const Metrics& r) {
     << ",\n"
     << "  \"count_coverage_error\": " << json_list(count_err) << ",\n"
     << "  \"count_pit_histogram\": " << json_list(r.count_pit) << ",\n"
+    << "  \"count_calibrated\": {\"levels\": " << json_list(r.levels)
+    << coverage_band_json(coverage_band(r.count_draw_coverage, r.levels)) << "},\n"
     << "  \"baseline_constant\": {\"bag_nll_mean\": " << json_number(r.baseline_bag_nll_mean)
     << ", \"bag_log_mse\": " << json_number(r.baseline_bag_log_mse);
   if (r.has_truth)

@@ -13,7 +13,7 @@ namespace vbagg::cli {
 
 // Bins of the PIT histogram: ten, so a calibrated model puts about 10 % of the units in each.
 constexpr int kPitBins = 10;
-// Joint posterior draws behind the band of a calibrated model's pixel coverage.
+// Joint posterior draws behind the bands of a calibrated model's coverage (pixels and counts).
 constexpr int kCoverageDraws = 200;
 
 struct Metrics {
@@ -26,6 +26,9 @@ struct Metrics {
   std::vector<double> levels;                                      // interval levels
   std::vector<double> count_coverage;  // observed counts inside the predictive interval, per level
   std::vector<double> count_pit;       // randomised PIT histogram of the observed counts (kPitBins bins)
+  // The same coverage of joint pseudo-observations in place of the counts (a row per draw, a
+  // column per level; empty where the predictor gives none): how far a calibrated model's strays.
+  Matrix count_draw_coverage;
   double elbo_train = NAN;
   // With a truth raster:
   bool has_truth = false;
@@ -54,11 +57,11 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);
 
-// The line under a table of pixel coverage: its calibration error beside a calibrated model's
-// (coverage_band), and the band's JSON entries (", \"calibrated_coverage_low\": [...], ...";
-// empty without draws).
-std::string calibration_error_line(const std::vector<double>& coverage, const std::vector<double>& levels,
-                                   const CoverageBand& band);
+// The line under a table of coverage (`what`: pixel or count, `of`: pixels or units): its
+// calibration error beside a calibrated model's (coverage_band), and the band's JSON entries
+// (", \"calibrated_coverage_low\": [...], ..."; empty without draws).
+std::string calibration_error_line(const std::string& what, const std::string& of, const std::vector<double>& coverage,
+                                   const std::vector<double>& levels, const CoverageBand& band);
 std::string coverage_band_json(const CoverageBand& band);
 
 // The PIT histogram's bin fractions as text (" 0.10 0.08 ..."), for the tables.

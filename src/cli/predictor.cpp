@@ -68,6 +68,12 @@ class GpPredictor final : public Predictor {
     return predict(task_views_[static_cast<size_t>(task)], X, options);
   }
 
+  Matrix joint_unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads) const override {
+    if (!posterior_ || model_.spec.unit_effect_shared || bags.empty()) return {};
+    return joint_bag_draws(view_of(d, bags.front()), d, bags, bag_unit_effects(model_, d, bags, threads, same_units_),
+                           samples, kCoverageDrawSeed, threads);
+  }
+
   Matrix draw_coverage(const Matrix& X, const Matrix& lo, const Matrix& hi, int samples, int threads,
                        int task) const override {
     return vbagg::draw_coverage(task_views_[static_cast<size_t>(task)], X, lo, hi, samples, kCoverageDrawSeed, threads);
@@ -133,6 +139,7 @@ class ConstantPredictor final : public Predictor {
   }
 
   // A point estimate: no posterior to draw from.
+  Matrix joint_unit_draws(const Dataset&, const std::vector<Index>&, int, int) const override { return {}; }
   Matrix draw_coverage(const Matrix&, const Matrix&, const Matrix&, int, int, int) const override { return {}; }
 
  private:

@@ -120,18 +120,22 @@ std::string calibration_plot(const Metrics& r) {
   Chart c("Calibration of central intervals", "nominal level", "fraction covered", 0.4, 1.0, 0.0, 1.0);
   for (double v = 0.4; v <= 1.001; v += 0.1) c.xtick(v, fmt(v, 2));
   for (double v = 0; v <= 1.001; v += 0.2) c.ytick(v, fmt(v, 2));
-  // Where a calibrated model's coverage of these pixels would fall in 90 % of its draws: shaded.
-  const CoverageBand band = coverage_band(r.pixel_draw_coverage, r.levels);
-  if (!r.pixel_coverage.empty() && !band.low.empty()) {
-    cairo_set_source_rgba(c.cr, 0.85, 0.37, 0.01, 0.15);
+  // Where a calibrated model's coverage of these units and pixels would fall in 90 % of its
+  // draws: shaded in each series' colour.
+  auto shade = [&](const Matrix& draws, double red, double green, double blue, const std::string& name, double ly) {
+    const CoverageBand band = coverage_band(draws, r.levels);
+    if (band.low.empty()) return;
+    cairo_set_source_rgba(c.cr, red, green, blue, 0.15);
     cairo_move_to(c.cr, c.px(r.levels.front()), c.py(band.low.front()));
     for (size_t l = 1; l < r.levels.size(); ++l) cairo_line_to(c.cr, c.px(r.levels[l]), c.py(band.low[l]));
     for (size_t l = r.levels.size(); l-- > 0;) cairo_line_to(c.cr, c.px(r.levels[l]), c.py(band.high[l]));
     cairo_close_path(c.cr);
     cairo_fill(c.cr);
-    cairo_set_source_rgb(c.cr, 0.85, 0.37, 0.01);
-    c.text("shaded: a calibrated model's pixels (90 %)", c.px(0.6), c.py(0.1), 0);
-  }
+    cairo_set_source_rgb(c.cr, red, green, blue);
+    c.text("shaded: a calibrated model's " + name + " (90 %)", c.px(0.6), c.py(ly), 0);
+  };
+  shade(r.count_draw_coverage, 0.12, 0.47, 0.71, "units", 0.17);
+  if (!r.pixel_coverage.empty()) shade(r.pixel_draw_coverage, 0.85, 0.37, 0.01, "pixels", 0.1);
   cairo_set_source_rgb(c.cr, 0.6, 0.6, 0.6);
   c.line(0.4, 0.4, 1.0, 1.0);
   auto series = [&](const std::vector<double>& cov, double red, double green, double blue, const std::string& name,

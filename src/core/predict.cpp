@@ -420,6 +420,60 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   return draws;
 }
 
+Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                       const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed, int threads) {
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  const LinkFunction& link = link_of(model.spec.link);
+  const Index n = static_cast<Index>(bags.size());
+  // The bags' pixels one after another, with each bag's weights and where it starts.
+  std::vector<Index> start(static_cast<size_t>(n) + 1, 0);
+  for (Index k = 0; k < n; ++k)
+    start[static_cast<size_t>(k) + 1] = start[static_cast<size_t>(k)] + data.bag_size(bags[static_cast<size_t>(k)]);
+  const Index N = start.back();
+  Matrix X(data.num_inputs(), N);
+  Vector w(N);
+  std::vector<Index> bag_of(static_cast<size_t>(N));
+  for (Index k = 0; k < n; ++k) {
+    const Index a = bags[static_cast<size_t>(k)], b = data.bag_begin(a), len = data.bag_size(a),
+                at = start[static_cast<size_t>(k)];
+    X.middleCols(at, len) = data.inputs.middleCols(b, len);
+    w.segment(at, len) =
+        lik.aggregate_weights(model.spec, data.coverage.segment(b, len).cwiseProduct(data.population.segment(b, len)));
+    std::fill(bag_of.begin() + at, bag_of.begin() + at + len, k);
+  }
+  // Each block's sums per bag it touches (a run of bags, from first[b]), added in block order.
+  const Index blocks = LatentDraws::blocks(N);
+  std::vector<Matrix> part(static_cast<size_t>(blocks));
+  std::vector<Index> first(static_cast<size_t>(blocks), 0);
+  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+    const Index k0 = bag_of[static_cast<size_t>(begin)], k1 = bag_of[static_cast<size_t>(begin + Ft.cols() - 1)];
+    first[static_cast<size_t>(b)] = k0;
+    Matrix& eta = part[static_cast<size_t>(b)];
+    eta.setZero(samples, k1 - k0 + 1);
+    for (Index i = 0; i < Ft.cols(); ++i) {
+      auto col = eta.col(bag_of[static_cast<size_t>(begin + i)] - k0);
+      for (int s = 0; s < samples; ++s) col[s] += w[begin + i] * link.psi(Ft(s, i));
+    }
+  });
+  Matrix eta = Matrix::Zero(samples, n);
+  for (Index b = 0; b < blocks; ++b)
+    eta.middleCols(first[static_cast<size_t>(b)], part[static_cast<size_t>(b)].cols()) += part[static_cast<size_t>(b)];
+  // Each bag's unit effect and observation noise from a stream of its own.
+  Matrix y(samples, n);
+  for (Index k = 0; k < n; ++k) {
+    const Index a = bags[static_cast<size_t>(k)], at = start[static_cast<size_t>(k)];
+    const Vector wk = w.segment(at, start[static_cast<size_t>(k) + 1] - at);
+    std::mt19937_64 rng(counter_stream(seed, 2, static_cast<std::uint64_t>(k)));
+    std::normal_distribution<double> normal;
+    const UnitEffectMoments& u = units[static_cast<size_t>(k)];
+    for (int s = 0; s < samples; ++s) {
+      const double factor = u.var > 0 || u.mean != 0 ? std::exp(u.mean + std::sqrt(u.var) * normal(rng)) : 1.0;
+      y(s, k) = lik.draw(model, eta(s, k) * factor, data.trials_of(a), wk, rng);
+    }
+  }
+  return y;
+}
+
 Matrix draw_coverage(const Model& model, const Matrix& X, const Matrix& lo, const Matrix& hi, int samples,
                      unsigned long long seed, int threads) {
   const Index n = X.cols(), L = lo.cols();

@@ -70,6 +70,15 @@ namespace vbagg {
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 
+// Joint pseudo-observations of the listed bags, as a calibrated model's observations would be:
+// draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),
+// then each bag's eta, its unit effect (units[k], drawn for each bag on its own) and its
+// observation noise. `model` is the bags' source's view. Column k holds bag k's draws. Seeded;
+// the same for any number of threads.
+Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
+                       const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed,
+                       int threads = 1);
+
 // How a calibrated model's coverage of one map strays from nominal. Joint draws of the latent f
 // at the columns of X from q (as in bag_predictive_draws: z shared by every pixel), mapped by the
 // link, are checked against intervals [lo(j, l), hi(j, l)] per pixel j and level l: entry (s, l)

@@ -214,5 +214,52 @@ TEST(Predict, DrawCoverageOfAMapIsNominalOnAverageAndSpreadByTheSharedField) {
   }
 }
 
+// Bags of several sizes whose pixels cross the draw blocks' edges: each bag's joint draws have
+// its own expected total as their mean (so every pixel's draw reaches its own bag), and the same
+// draws come on one thread or two.
+TEST(Predict, JointBagDrawsKeepEachBagsMean) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(3, 600, 900, D, LikelihoodKind::poisson, 13);
+  ModelSpec spec;
+  const Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 14);
+  const std::vector<Index> bags = {2, 0, 1};
+  const std::vector<UnitEffectMoments> none(3);
+  const Matrix y = joint_bag_draws(model, data, bags, none, 4000, 21, 1);
+  EXPECT_TRUE(y == joint_bag_draws(model, data, bags, none, 4000, 21, 2));
+  for (Index k = 0; k < 3; ++k) {
+    const Index a = bags[static_cast<size_t>(k)], b = data.bag_begin(a), n = data.bag_size(a);
+    expect_mean_near(y.col(k), expected_total(model, data.inputs.middleCols(b, n), data.weights().segment(b, n)));
+  }
+}
+
+// The same bag listed twice: its two columns share the field's draw z (independent draws of it,
+// as bag_predictive_draws with two seeds gives, are uncorrelated), and a unit effect of sd 0.5
+// spreads each column as a lognormal factor does.
+TEST(Predict, JointBagDrawsShareTheFieldAndDrawEachUnitEffect) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 30, 30, D, LikelihoodKind::poisson, 3);
+  ModelSpec spec;
+  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 4);
+  model.mean = 1.0;
+  const int S = 4000;
+  auto corr = [](const Vector& a, const Vector& b) {
+    const Vector x = a.array() - a.mean(), z = b.array() - b.mean();
+    return x.dot(z) / std::sqrt(x.squaredNorm() * z.squaredNorm());
+  };
+  const Matrix y = joint_bag_draws(model, data, {0, 0}, std::vector<UnitEffectMoments>(2), S, 5);
+  EXPECT_GT(corr(y.col(0), y.col(1)), 5 / std::sqrt(static_cast<double>(S)));
+  const Vector w = data.weights();
+  EXPECT_LT(std::abs(corr(bag_predictive_draws(model, data.inputs, w, S, 5),
+                          bag_predictive_draws(model, data.inputs, w, S, 6))),
+            5 / std::sqrt(static_cast<double>(S)));
+  // With u ~ N(-0.125, 0.25) on each bag: the mean stays (E[e^u] = 1), the spread grows, and the
+  // two columns' effects are their own (the correlation falls).
+  const std::vector<UnitEffectMoments> effect(2, UnitEffectMoments{-0.125, 0.25});
+  const Matrix yu = joint_bag_draws(model, data, {0, 0}, effect, S, 5);
+  const double sd = expect_mean_near(yu.col(0), expected_total(model, data.inputs, w));
+  EXPECT_GT(sd, 1.2 * std::sqrt((y.col(0).array() - y.col(0).mean()).square().mean()));
+  EXPECT_LT(corr(yu.col(0), yu.col(1)), corr(y.col(0), y.col(1)));
+}
+
 }  // namespace
 }  // namespace vbagg
