@@ -49,8 +49,8 @@ truth_coverage() {
       }'
 }
 
-echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | a calibrated model's: mean (90 %) | pixel 95 % coverage | held-out count coverage 50 % / 95 % | the truth's coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | a calibrated model's: mean (90 %) | pixel 95 % coverage | held-out count coverage 50 % / 95 % | count calibration error: held-out, a calibrated model's | the truth's coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
     data="$work/country_${noise}_$seed"
@@ -71,10 +71,13 @@ for noise in $noises; do
       pj="$out/pixel.json"
       echo "$pixel" >"$pj"
       base=$(grep -o '"baseline_constant": {"bag_nll_mean": [^,]*' "$j" | sed 's/.*: //')
-      printf "| %s | %s | %s | %.4f | %.3g | %s | %.3f (%.3f) | %s | %s / %s | %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
+      cj="$out/counts.json"
+      grep -o '"count_calibrated": {[^}]*' "$j" >"$cj"
+      printf "| %s | %s | %s | %.4f | %.3g | %s | %.3f (%.3f) | %s | %s / %s | %s, %.3f | %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
         "$(num "$pj" correlation)" "$(num "$pj" mse)" "$(list "$pj" coverage_error | mean_of)" \
         "$(num "$pj" calibrated_error_mean)" "$(num "$pj" calibrated_error_p90)" \
         "$(list "$pj" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
+        "$(list "$j" count_coverage_error | mean_of)" "$(num "$cj" calibrated_error_mean)" \
         "$(truth_coverage "$data" "$out/model.yaml" "$noise")" \
         "$(num "$j" bag_nll_mean)" "$base" "$(num "$j" bag_log_mse)" "$secs"
     done
