@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Calibration next to accuracy on synthetic countries with and without overdispersion: pixel
 # recovery and coverage of the true intensity (and the calibration error a calibrated model would
-# show on the same pixels), coverage of held-out unit counts (and what the true model itself covers
-# of them), held-out bag NLL and log-MSE, and fit time, for each model variant.
+# show on the same pixels), coverage of held-out unit counts (their calibration error beside a
+# calibrated model's, and what the true model itself covers of them), held-out bag NLL and log-MSE,
+# and fit time, for each model variant.
 #   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
 # A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
 # Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
