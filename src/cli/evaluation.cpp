@@ -66,12 +66,9 @@ void count_calibration(const Predictor& predictor, const Dataset& d, const std::
   // The same intervals against pseudo-observations drawn jointly, as a calibrated model's counts.
   const Matrix pseudo = predictor.joint_unit_draws(d, scored, kCoverageDraws, threads);
   if (pseudo.size() == 0) return;
-  r.count_draw_coverage = Matrix::Zero(pseudo.rows(), L);
+  r.count_draw_coverage.resize(pseudo.rows(), L);
   for (Index s = 0; s < pseudo.rows(); ++s)
-    for (Index k = 0; k < r.units; ++k)
-      for (Index l = 0; l < L; ++l)
-        if (pseudo(s, k) >= lo(k, l) && pseudo(s, k) <= hi(k, l)) r.count_draw_coverage(s, l) += 1;
-  r.count_draw_coverage /= static_cast<double>(r.units);
+    r.count_draw_coverage.row(s) = interval_coverage(pseudo.row(s).transpose(), lo, hi).transpose();
 }
 
 // The truth raster's values at the bags' pixels, in bag order (NaN where it has none), read
