@@ -30,7 +30,7 @@ fold_mean() { grep -o "\"$2\": {\"mean\": [^,]*" "$1" | sed 's/.*: //'; }
 last_num() { grep -o "\"$2\": [^,}]*" "$1" | head -1 | sed 's/.*: //'; }
 fold_sd() { grep -o "\"$2\": {\"mean\": [^,]*, \"sd\": [^,]*" "$1" | sed 's/.*: //'; }
 
-echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error | pixel calibration error (pooled) | a calibrated model's: mean (90 %) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
+echo "| unit noise sd | seed | held-out counts covered 50 % / 80 % / 95 % (pooled) | count calibration error: pooled, a calibrated model's | pixel calibration error (pooled) | a calibrated model's: mean (90 %) | pixel corr | bag NLL (constant) | bag log-MSE | s per fold |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
@@ -42,10 +42,15 @@ for noise in $noises; do
       --json "$data/cv.json" -q "${sets[@]}" >/dev/null
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
     j="$data/cv.json"
-    printf "| %s | %s | %s / %s / %s | %s | %s | %.3f (%.3f) | %.4f | %.3f ± %.3f (%.4g) | %.3g | %s |\n" "$noise" "$seed" \
+    # The calibrated bands of the pixels and of the counts, each from its own object.
+    grep -o '"pixel_calibrated": {[^}]*}' "$j" >"$data/pixel_calibrated.json"
+    grep -o '"count_calibrated": {[^}]*}' "$j" >"$data/count_calibrated.json"
+    printf "| %s | %s | %s / %s / %s | %s, %.3f | %s | %.3f (%.3f) | %.4f | %.3f ± %.3f (%.4g) | %.3g | %s |\n" "$noise" "$seed" \
       "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 4)" "$(list "$j" count_coverage | nth 6)" \
-      "$(list "$j" count_coverage_error | mean_of)" "$(list "$j" pixel_coverage_error | mean_of)" \
-      "$(last_num "$j" calibrated_error_mean)" "$(last_num "$j" calibrated_error_p90)" \
+      "$(list "$j" count_coverage_error | mean_of)" "$(last_num "$data/count_calibrated.json" calibrated_error_mean)" \
+      "$(list "$j" pixel_coverage_error | mean_of)" \
+      "$(last_num "$data/pixel_calibrated.json" calibrated_error_mean)" \
+      "$(last_num "$data/pixel_calibrated.json" calibrated_error_p90)" \
       "$(fold_mean "$j" pixel_correlation)" "$(fold_mean "$j" bag_nll_mean)" "$(fold_sd "$j" bag_nll_mean)" \
       "$(fold_mean "$j" baseline_bag_nll_mean)" "$(fold_mean "$j" bag_log_mse)" "$secs"
   done

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/likelihood.hpp"
+#include "core/point_spread.hpp"
 #include "processes.hpp"
 
 namespace vbagg::cli {
@@ -288,6 +289,15 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.patience = t.patience;
   o.seed = t.seed;
   o.threads = threads;
+  // Its readings are full passes over the data, about four per parameter: a fifth of an L-BFGS
+  // fit, but minutes at the sizes natgrad fits.
+  o.point_spread = settings.model.point_spread.value_or(settings.model.kind == ModelKind::vbagg &&
+                                                        training_pixels <= kFullBatchPixels);
+  if (settings.model.point_spread.value_or(false) &&
+      (settings.model.kind == ModelKind::constant || !spread_defined(model_spec(settings))))
+    throw ConfigError(
+        "model.point_uncertainty laplace needs a variational model (model.kind vbagg or bag_pixel) whose every "
+        "source has the bound or delta expectation: the sampled expectation's objective changes with its draws");
   return o;
 }
 

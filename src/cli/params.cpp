@@ -263,6 +263,21 @@ std::vector<Param> make_params() {
        "coefficients scale the shared fields: as point values they left a prevalence task's 95 % intervals covering "
        "67-76 % of the truth in two of three synthetic countries, variational and annealed 85-99 %), point "
        "otherwise (docs/experiments.md)."},
+      {"model.point_uncertainty",
+       T::choice,
+       "auto",
+       {"auto", "laplace", "none"},
+       -kInf,
+       kInf,
+       "Whether maps and intervals carry the uncertainty of the point estimates (the kernel's hyperparameters, the "
+       "mean and point fixed effects, the dispersion and the unit effect's sigma), which q alone takes as known. "
+       "laplace: after the fit, a Laplace approximation of max_q ELBO over them (its Hessian by differences of "
+       "the gradient, q following each change by natural-gradient steps: about 4 objective evaluations per "
+       "parameter), and the derivative of the latent mean along each of its directions widens every pixel's and "
+       "unit's interval and enters joint draws (docs/experiments.md). none: the point estimates as known. Needs "
+       "a deterministic expectation (bound or delta). auto: laplace for model.kind vbagg where it is defined, up "
+       "to 200,000 training pixels (where it costs about a fifth of the fit; larger fits have more units to "
+       "bound their parameters, and each reading is a pass over all their pixels)."},
       {"model.unit_effect",
        T::choice,
        "auto",

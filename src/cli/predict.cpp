@@ -83,7 +83,10 @@ std::string map_includes(const Model& m) {
       std::string("the intensity Psi(f) of the GP f: ") +
       (m.spec.linear_inputs > 0 ? "linear mean in the covariates, " : "constant mean, ") +
       (m.spec.fixed_effects == FixedEffects::variational ? "with the uncertainty of its coefficients, " : "") +
-      "and its kernel terms; not the count noise of the " + to_string(m.spec.likelihood) + " likelihood";
+      "and its kernel terms" +
+      (m.spread.directions() > 0 ? ", with the uncertainty of its point estimates (kernel, mean and noise parameters)"
+                                 : "") +
+      "; not the count noise of the " + to_string(m.spec.likelihood) + " likelihood";
   const auto extra = likelihood_of(m.spec.likelihood).param_names();
   if (!extra.empty()) s += " (" + extra.front() + " enters unit totals only)";
   if (m.spec.unit_effect) s += "; not the unit effect (it enters unit totals only)";

@@ -1,6 +1,7 @@
 #include "predictor.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <random>
 
 #include "core/likelihood.hpp"
@@ -22,10 +23,7 @@ constexpr unsigned long long kCoverageDrawSeed = 20181203;
 class GpPredictor final : public Predictor {
  public:
   GpPredictor(const Model& model, bool posterior, bool same_units)
-      : model_(model), posterior_(posterior), same_units_(same_units) {
-    for (Index s = 0; s < model.spec.num_sources(); ++s) views_.push_back(model.for_source(s));
-    for (Index d = 0; d < model.spec.num_tasks(); ++d) task_views_.push_back(model.for_task(d));
-  }
+      : model_(model), posterior_(posterior), same_units_(same_units) {}
 
   bool has_posterior() const override { return posterior_; }
   bool has_latent() const override { return true; }
@@ -65,29 +63,43 @@ class GpPredictor final : public Predictor {
 
   Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&, const PredictOptions& options,
                             int task) const override {
-    return predict(task_views_[static_cast<size_t>(task)], X, options);
+    return predict(fields().tasks[static_cast<size_t>(task)], X, options);
   }
 
   Matrix joint_unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads) const override {
     if (!posterior_ || model_.spec.unit_effect_shared || bags.empty()) return {};
-    return joint_bag_draws(view_of(d, bags.front()), d, bags, bag_unit_effects(model_, d, bags, threads, same_units_),
-                           samples, kCoverageDrawSeed, threads);
+    return joint_bag_draws(view_of(d, bags.front()).model(), d, bags,
+                           bag_unit_effects(model_, d, bags, threads, same_units_), samples, kCoverageDrawSeed,
+                           threads);
   }
 
   Matrix draw_coverage(const Matrix& X, const Matrix& lo, const Matrix& hi, int samples, int threads,
                        int task) const override {
-    return vbagg::draw_coverage(task_views_[static_cast<size_t>(task)], X, lo, hi, samples, kCoverageDrawSeed, threads);
+    return vbagg::draw_coverage(fields().tasks[static_cast<size_t>(task)].model(), X, lo, hi, samples,
+                                kCoverageDrawSeed, threads);
   }
 
  private:
   // The model as the bag's source sees it (its likelihood, parameters and unit effect).
-  const Model& view_of(const Dataset& d, Index a) const {
-    return views_[model_.spec.num_sources() == 1 ? 0 : static_cast<size_t>(d.source_of(a))];
+  const LatentField& view_of(const Dataset& d, Index a) const {
+    return fields().sources[model_.spec.num_sources() == 1 ? 0 : static_cast<size_t>(d.source_of(a))];
   }
 
   Model model_;
-  std::vector<Model> views_;
-  std::vector<Model> task_views_;  // of each task's first source
+  // Each source's and task's view (of the task's first source) with its posterior and spread, made
+  // at the first prediction and kept for every strip and bag.
+  struct Fields {
+    std::vector<LatentField> sources, tasks;
+  };
+  const Fields& fields() const {
+    std::call_once(fields_made_, [this] {
+      for (Index s = 0; s < model_.spec.num_sources(); ++s) fields_.sources.emplace_back(model_.for_source(s));
+      for (Index d = 0; d < model_.spec.num_tasks(); ++d) fields_.tasks.emplace_back(model_.for_task(d));
+    });
+    return fields_;
+  }
+  mutable std::once_flag fields_made_;
+  mutable Fields fields_;
   bool posterior_, same_units_;
 };
 

@@ -42,6 +42,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   const std::string unit_effect = r.text("model.unit_effect");
   if (unit_effect != "auto") m.unit_effect = unit_effect == "true";
   m.unit_effect_scope = r.text("model.unit_effect_scope");
+  const std::string point_uncertainty = r.text("model.point_uncertainty");
+  if (point_uncertainty != "auto") m.point_spread = point_uncertainty == "laplace";
   // sigma_u ~ Exponential(rate) with P(sigma_u > sd) = prob.
   const double prior_sd = r.real("model.unit_effect_prior_sd"), prior_prob = r.real("model.unit_effect_prior_prob");
   m.spec.unit_effect_prior_rate = prior_sd > 0 ? -std::log(prior_prob) / prior_sd : 0;

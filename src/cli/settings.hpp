@@ -26,6 +26,7 @@ struct Settings {
     std::optional<bool> unit_effect;            // nullopt: auto
     std::optional<FixedEffects> fixed_effects;  // nullopt: auto (model_spec: variational for several tasks)
     std::string unit_effect_scope;              // model.unit_effect_scope: auto, unit or period
+    std::optional<bool> point_spread;           // model.point_uncertainty laplace; nullopt: auto
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space, kernel_time;
     Index inducing_count = 0;  // 0: from the number of training units

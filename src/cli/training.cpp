@@ -11,6 +11,7 @@
 #include "core/fit.hpp"
 #include "core/init.hpp"
 #include "core/likelihood.hpp"
+#include "core/point_spread.hpp"
 #include "core/predict.hpp"
 #include "core/standardize.hpp"
 #include "processes.hpp"
@@ -51,6 +52,23 @@ void log_fixed_effects(const Model& model, const std::vector<std::string>& covar
   for (Index k = 1; k < e.mean.size(); ++k) text += ", " + covariates[static_cast<size_t>(k - 1)] + " " + one(k);
   const std::string task = model.spec.num_tasks() > 1 ? " of task '" + model.spec.task_name(model.spec.task) + "'" : "";
   spdlog::info("fixed effects ({}){}: {}", to_string(model.spec.fixed_effects), task, text);
+}
+
+// The point estimates' Laplace sds, and which ones the data barely bound (near the largest sd the
+// spread gives: a covariate kernel part the map hardly uses, a noise parameter on a plateau).
+void log_point_spread(const Model& model, double largest_sd) {
+  const PointSpread& s = model.spread;
+  if (s.directions() == 0) return;
+  std::string bounded, loose;
+  for (size_t j = 0; j < s.names.size(); ++j) {
+    const double sd = s.sd[static_cast<Index>(j)];
+    if (sd >= 0.9 * largest_sd)
+      loose += (loose.empty() ? "" : ", ") + s.names[j];
+    else if (sd > 0)
+      bounded += fmt::format("{}{} {:.2g}", bounded.empty() ? "" : ", ", s.names[j], sd);
+  }
+  spdlog::info("point estimates' spread (Laplace sd, {} directions): {}", s.directions(), bounded);
+  if (!loose.empty()) spdlog::info("barely bound by the data (sd near the largest, {}): {}", largest_sd, loose);
 }
 
 // Each task's mixing weights over the latent fields, and the prior correlations of the tasks.
@@ -194,6 +212,7 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   if (model.spec.num_tasks() == 1) log_fixed_effects(model, built.covariates);
   log_tasks(model, built.covariates);
   log_source_parameters(model);
+  log_point_spread(model, SpreadOptions().max_sd);
   file.model = std::move(model);
 }
 

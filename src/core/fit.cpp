@@ -13,6 +13,7 @@
 #include "natgrad.hpp"
 #include "objective.hpp"
 #include "param_layout.hpp"
+#include "point_spread.hpp"
 #include "polish.hpp"
 #include "predict.hpp"
 
@@ -544,6 +545,7 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   }
   if (options.shard && options.shard->summary.num_bags() != options.shard->num_bags())
     throw DataError("the shard's summary does not list every bag");
+  model.spread = PointSpread();  // a spread belongs to the point it was taken at
   attach_unit_effects(model, bag_table(data, options), train);
   check_units_whole(model.spec, train, options);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
@@ -589,6 +591,12 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
     res.best_holdout_nll = tracker.best;
     res.best_epoch = tracker.best_epoch;
     if (options.patience > 0) tracker.restore(model);
+  }
+  // Before the kept posteriors of shared unit effects: their expected totals are predictions.
+  if (options.point_spread && spread_defined(model.spec) && res.stop_reason != "callback") {
+    SpreadOptions so;
+    so.objective = objective_options(options);
+    model.spread = laplace_spread(model, data, held_here(train, options), so);
   }
   record_unit_posteriors(model, data, train, options);
   return res;

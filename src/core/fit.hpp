@@ -61,6 +61,9 @@ struct FitOptions {
   int polish = 0;
   int polish_q_steps = 2;        // PolishOptions::q_steps
   double polish_gain_cap = 4.0;  // PolishOptions::gain_cap
+  // After the fit, the spread of its point estimates (point_spread.hpp) into Model::spread, where
+  // the model allows it (spread_defined); the fit starts without one either way.
+  bool point_spread = false;
   unsigned long long seed = 1;
   int threads = 1;
   // A data-parallel run: `data` is this process's share of the bags, the bag lists given to fit()

@@ -432,14 +432,20 @@ void latent_marginals(const Model& model, const Posterior& post, const Matrix& X
   latent_marginals_into(model, post, X, mean, var, scratch);
 }
 
-void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
-                           Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch) {
+void latent_means_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
+                       Eigen::Ref<Vector> mean, LatentScratch& scratch) {
   const auto K = scratch.K.shape(model.num_q(), X.cols());
   features_into(model, X, K, scratch.kernel);
   mean.noalias() = K.transpose() * post.alpha;
   mean.array() += model.mean_of(post.task);
   const Index linear = model.spec.num_linear_point();
   if (linear > 0) mean.noalias() += X.topRows(linear).transpose() * model.linear_of(post.task);
+}
+
+void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
+                           Eigen::Ref<Vector> mean, Eigen::Ref<Vector> var, LatentScratch& scratch) {
+  latent_means_into(model, post, X, mean, scratch);
+  const auto K = scratch.K.view();
   if (model.spec.map_estimate) {
     var.setZero();  // a point estimate carries no uncertainty
     return;

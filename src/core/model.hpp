@@ -185,6 +185,23 @@ struct UnitEffect {
   std::map<std::string, UnitEffectMoments> posterior;
 };
 
+// The spread of the point estimates after q (the mean, fixed effects, kernel, mixing weights and
+// noise parameters), which q's intervals otherwise take as known: a Laplace approximation of
+// max_q ELBO over them (point_spread.hpp). Column k of each matrix is one direction of
+// N(0, Sigma), Sigma = D D^T: its change of the field's parameters (the layout's entries from the
+// mean block to the mixing block, the same in every source's view) and the change of q's mean
+// that follows it (q's optimum moves with them). A map's latent f then carries
+// sum_k a_k(x) eta_k, eta ~ N(0, I), a_k(x) the derivative of its mean along direction k. No
+// columns: the point estimates are taken as known.
+struct PointSpread {
+  Matrix field;   // F x K
+  Matrix q_mean;  // num_q x K
+  // The sd of each parameter after q under Sigma, by Model::param_names (for the log and the file).
+  std::vector<std::string> names;
+  Vector sd;
+  Index directions() const { return field.cols(); }
+};
+
 struct Model {
   ModelSpec spec;
   Kernel kernel;    // latent 0's kernel
@@ -212,6 +229,7 @@ struct Model {
   std::vector<Index> inducing_sizes;
   Matrix mixing;
   Vector task_means;
+  PointSpread spread;  // empty unless the fit estimated it (FitOptions::point_spread)
 
   Index num_latents() const { return 1 + static_cast<Index>(more_kernels.size()); }
   const Kernel& kernel_of(Index q) const { return q == 0 ? kernel : more_kernels[static_cast<size_t>(q - 1)]; }
@@ -353,6 +371,10 @@ struct LatentScratch {
   Buffer K, R;
   FeatureCache kernel;
 };
+
+// The latent mean alone into a preallocated output (the kernel rows of X land in scratch.K).
+void latent_means_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,
+                       Eigen::Ref<Vector> mean, LatentScratch& scratch);
 
 // The same into preallocated outputs of X.cols() entries.
 void latent_marginals_into(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X,

@@ -1,10 +1,12 @@
 #include "predict.hpp"
 
 #include <cmath>
+#include <utility>
 
 #include "denormals.hpp"
 #include "likelihood.hpp"
 #include "link.hpp"
+#include "point_spread.hpp"
 
 namespace vbagg {
 
@@ -25,8 +27,16 @@ double intensity_quantile(Link link, double m, double s2, double q) {
 }
 double intensity_exceedance(Link link, double m, double s2, double t) { return link_of(link).exceedance(m, s2, t); }
 
+LatentField::LatentField(Model model) : model_(std::move(model)), post_(compute_posterior(model_)), shifts_(model_) {}
+
 void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& var, int threads, Index block) {
-  const Posterior post = compute_posterior(model);
+  predict_latent(LatentField(model), X, mean, var, threads, block);
+}
+
+void predict_latent(const LatentField& field, const Matrix& X, Vector& mean, Vector& var, int threads, Index block) {
+  const Model& model = field.model();
+  const Posterior& post = field.posterior();
+  const SpreadShifts& shifts = field.shifts();
   const Index N = X.cols();
   mean.resize(N);
   var.resize(N);
@@ -35,21 +45,29 @@ void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& v
   {
     const FlushDenormals flush;
     LatentScratch scratch;
+    Matrix A;
 #pragma omp for schedule(static)
     for (Index b = 0; b < blocks; ++b) {
       const Index begin = b * block, len = std::min(block, N - begin);
       latent_marginals_into(model, post, X.middleCols(begin, len), mean.segment(begin, len), var.segment(begin, len),
                             scratch);
+      if (shifts.directions() == 0) continue;
+      shifts.into(X.middleCols(begin, len), A, scratch);
+      var.segment(begin, len) += A.colwise().squaredNorm().transpose();
     }
   }
 }
 
 Prediction predict(const Model& model, const Matrix& X, const PredictOptions& o) {
+  return predict(LatentField(model), X, o);
+}
+
+Prediction predict(const LatentField& field, const Matrix& X, const PredictOptions& o) {
   for (double q : o.quantiles) check_level(q);
   Prediction p;
-  predict_latent(model, X, p.latent_mean, p.latent_var, o.threads, o.block);
+  predict_latent(field, X, p.latent_mean, p.latent_var, o.threads, o.block);
   const Index N = X.cols();
-  const Link link = model.spec.link;
+  const Link link = field.model().spec.link;
   p.mean.resize(N);
   p.sd.resize(N);
   p.quantiles.resize(N, static_cast<Index>(o.quantiles.size()));
@@ -320,21 +338,30 @@ namespace {
 constexpr Index kDrawBlock = 1024;
 
 // Joint draws of the latent f from q: f = m + T^T z + r e with z ~ N(0, I) over q's entries,
-// shared by every pixel, and e independent per pixel. Both are counter-based normals keyed by the
-// seed and their place (z by entry, e by pixel), so blocks of pixels go to any thread and the
-// draws do not depend on the threads.
+// shared by every pixel, and e independent per pixel; with the point estimates' spread
+// (Model::spread) also + a^T eta, eta ~ N(0, I) over its directions, shared by every pixel. All are
+// counter-based normals keyed by the seed and their place (z by entry, e by pixel, eta by
+// direction), so blocks of pixels go to any thread and the draws do not depend on the threads.
 class LatentDraws {
  public:
   struct Scratch {
     LatentScratch latent;
     Vector m, s2, e;
-    Matrix T;
+    Matrix T, A;
   };
 
-  LatentDraws(const Model& model, int samples, unsigned long long seed)
-      : model_(model), post_(compute_posterior(model)), samples_(samples), seed_(seed), Zt_(samples, model.num_q()) {
+  LatentDraws(const LatentField& field, int samples, unsigned long long seed)
+      : model_(field.model()),
+        post_(field.posterior()),
+        shifts_(field.shifts()),
+        samples_(samples),
+        seed_(seed),
+        Zt_(samples, model_.num_q()),
+        Et_(samples, shifts_.directions()) {
     for (Index k = 0; k < Zt_.cols(); ++k)
       stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt_(0, k));
+    for (Index k = 0; k < Et_.cols(); ++k)
+      stream_normals(counter_stream(seed, 3, static_cast<std::uint64_t>(k)), samples, &Et_(0, k));
   }
 
   static Index blocks(Index n) { return (n + kDrawBlock - 1) / kDrawBlock; }
@@ -374,6 +401,10 @@ class LatentDraws {
     s.T.noalias() = post_.B * s.latent.K.view();
     const Vector resid_sd = (s.s2 - s.T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
     Ft.noalias() = Zt_ * s.T;  // (T^T z)^T
+    if (shifts_.directions() > 0) {
+      shifts_.into(X, s.A, s.latent);
+      Ft.noalias() += Et_ * s.A;
+    }
     s.e.resize(samples_);
     for (Index i = 0; i < len; ++i) {
       Ft.col(i).array() += s.m[i];
@@ -386,16 +417,24 @@ class LatentDraws {
 
  private:
   const Model& model_;
-  const Posterior post_;
+  const Posterior& post_;
+  const SpreadShifts& shifts_;
   const int samples_;
   const unsigned long long seed_;
   Matrix Zt_;  // z^T: a draw per row
+  Matrix Et_;  // eta^T: a draw per row
 };
 
 }  // namespace
 
-Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w_in, int samples,
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
+                            const UnitEffectMoments& unit, double trials, int threads) {
+  return bag_predictive_draws(LatentField(model), X, w, samples, seed, unit, trials, threads);
+}
+
+Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
+  const Model& model = field.model();
   const Index n = X.cols();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
@@ -403,7 +442,7 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   // The blocks' partial sums are added in block order, so the total is the same for any threads.
   const Index blocks = LatentDraws::blocks(n);
   Matrix partial = Matrix::Zero(samples, blocks);
-  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+  LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     auto eta = partial.col(b);
     for (Index i = 0; i < Ft.cols(); ++i)
       for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i));
@@ -445,7 +484,8 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
   const Index blocks = LatentDraws::blocks(N);
   std::vector<Matrix> part(static_cast<size_t>(blocks));
   std::vector<Index> first(static_cast<size_t>(blocks), 0);
-  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+  const LatentField field(model);
+  LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     const Index k0 = bag_of[static_cast<size_t>(begin)], k1 = bag_of[static_cast<size_t>(begin + Ft.cols() - 1)];
     first[static_cast<size_t>(b)] = k0;
     Matrix& eta = part[static_cast<size_t>(b)];
@@ -482,7 +522,8 @@ Matrix draw_coverage(const Model& model, const Matrix& X, const Matrix& lo, cons
   const LinkFunction& link = link_of(model.spec.link);
   // Counts of pixels inside, per block: whole numbers, so their sum is exact in any order.
   std::vector<Matrix> inside(static_cast<size_t>(LatentDraws::blocks(n)));
-  LatentDraws(model, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+  const LatentField field(model);
+  LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     Matrix& c = inside[static_cast<size_t>(b)];
     c.setZero(samples, L);
     for (Index i = 0; i < Ft.cols(); ++i)

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "model.hpp"
+#include "point_spread.hpp"
 
 namespace vbagg {
 
@@ -20,6 +21,22 @@ struct PredictOptions {
   Index block = 4096;  // pixels per block: bounds the M x block workspace
 };
 
+// What every prediction from one model shares: q's posterior (O(M^3)) and the point estimates'
+// spread (SpreadShifts: a posterior per direction and side). Made once, it serves any number of
+// strips of a map or bags' draws.
+class LatentField {
+ public:
+  explicit LatentField(Model model);
+  const Model& model() const { return model_; }
+  const Posterior& posterior() const { return post_; }
+  const SpreadShifts& shifts() const { return shifts_; }
+
+ private:
+  Model model_;
+  Posterior post_;
+  SpreadShifts shifts_;
+};
+
 struct Prediction {
   Vector latent_mean, latent_var;  // f
   Vector mean, sd;                 // lambda
@@ -27,10 +44,14 @@ struct Prediction {
   Matrix exceedance;               // N x exceedance.size()
 };
 
-// Predicts at the inputs (D x N), in blocks and threads; each pixel is independent.
+// Predicts at the inputs (D x N), in blocks and threads; each pixel is independent. The latent
+// variance includes the point estimates' spread where the model has one.
+Prediction predict(const LatentField& field, const Matrix& X, const PredictOptions& options);
 Prediction predict(const Model& model, const Matrix& X, const PredictOptions& options);
 
 // Latent mean and variance only.
+void predict_latent(const LatentField& field, const Matrix& X, Vector& mean, Vector& var, int threads,
+                    Index block = 4096);
 void predict_latent(const Model& model, const Matrix& X, Vector& mean, Vector& var, int threads, Index block = 4096);
 
 }  // namespace vbagg
@@ -67,6 +88,9 @@ namespace vbagg {
 // aggregation), Exponential(mean eta) or Binomial(trials, eta) (eta the bag's prevalence). Inputs as in the model (D x
 // N_a), w = c_i p_i. A count model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
 // Blocks of the bag's pixels are shared over `threads`; the draws are the same for any number.
+Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples,
+                            unsigned long long seed, const UnitEffectMoments& unit = {}, double trials = 0,
+                            int threads = 1);
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 

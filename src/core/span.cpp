@@ -7,12 +7,13 @@
 #include "denormals.hpp"
 #include "link.hpp"
 #include "metrics.hpp"
+#include "point_spread.hpp"
 #include "predict.hpp"
 
 namespace vbagg {
 
 void latent_joint(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X, Vector& mean,
-                  Matrix& cov) {
+                  Matrix& cov, const SpreadShifts* shifts) {
   const Index g = X.cols();
   LatentScratch scratch;
   Vector var(g);
@@ -28,6 +29,11 @@ void latent_joint(const Model& model, const Posterior& post, const Eigen::Ref<co
   }
   // Q = P - B^T B: the same matrix whose quadratic form gives the marginal variances.
   cov.noalias() -= F.transpose() * (post.Q * F);
+  if (shifts && shifts->directions() > 0) {
+    Matrix A;
+    shifts->into(X, A, scratch);
+    cov.noalias() += A.transpose() * A;
+  }
 }
 
 SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index periods,
@@ -39,6 +45,7 @@ SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index per
   if (static_cast<Index>(keys.size()) != N) throw DataError("a span needs one draw key per pixel");
   if (samples < 2) throw ConfigError("a span's uncertainty needs at least 2 draws");
   const Posterior post = compute_posterior(model);
+  const SpreadShifts shifts(model);
   const LinkFunction& link = link_of(model.spec.link);
   SpanPrediction out{Vector(N), Vector(N), Matrix(N, static_cast<Index>(quantiles.size()))};
 #pragma omp parallel num_threads(std::max(1, threads))
@@ -49,7 +56,7 @@ SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index per
     Eigen::SelfAdjointEigenSolver<Matrix> eig;
 #pragma omp for schedule(dynamic, 64)
     for (Index i = 0; i < N; ++i) {
-      latent_joint(model, post, X.middleCols(i * periods, periods), m, C);
+      latent_joint(model, post, X.middleCols(i * periods, periods), m, C, &shifts);
       double mean = 0;
       for (Index p = 0; p < periods; ++p) mean += link.mean(m[p], C(p, p));
       out.mean[i] = mean / static_cast<double>(periods);

@@ -10,10 +10,13 @@
 
 namespace vbagg {
 
+class SpreadShifts;
+
 // The joint posterior of f at a few inputs (D x g): mean (g) and covariance (g x g),
-// cov(x, x') = k(x, x') - phi(x)^T Q phi(x') (model.hpp's Posterior: Q = P - B^T B).
+// cov(x, x') = k(x, x') - phi(x)^T Q phi(x') (model.hpp's Posterior: Q = P - B^T B), plus
+// a(x)^T a(x') of the point estimates' spread when `shifts` (made from the same model) has any.
 void latent_joint(const Model& model, const Posterior& post, const Eigen::Ref<const Matrix>& X, Vector& mean,
-                  Matrix& cov);
+                  Matrix& cov, const SpreadShifts* shifts = nullptr);
 
 struct SpanPrediction {
   Vector mean, sd;   // of A_i = (1/P) sum_p Psi(f(x_ip)), per pixel

@@ -8,6 +8,7 @@
 
 #include "atomic_file.hpp"
 #include "core/likelihood.hpp"
+#include "core/param_layout.hpp"
 #include "core/types.hpp"
 
 namespace vbagg::io {
@@ -159,6 +160,31 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
 }
 
 // The index of the task named `task` among spec.tasks.
+// model.point_spread: directions as rows, each the field's F entries and q's mean's entries.
+void read_point_spread(const Reader& r, const YAML::Node& ps, Model& m) {
+  const Index F = param_slice(m, ParamBlockId::likelihood).offset - param_slice(m, ParamBlockId::mean).offset;
+  const YAML::Node field = r.at(ps, "field", "model.point_spread."), qm = r.at(ps, "q_mean", "model.point_spread.");
+  if (!field.IsSequence() || !qm.IsSequence() || field.size() != qm.size())
+    r.broken("'model.point_spread.field' and '.q_mean' must be lists of one row per direction");
+  const Index K = static_cast<Index>(field.size());
+  m.spread.field.resize(F, K);
+  m.spread.q_mean.resize(m.num_q(), K);
+  for (Index k = 0; k < K; ++k) {
+    const std::string at = "[" + std::to_string(k) + "]";
+    m.spread.field.col(k) = r.numbers(field[static_cast<size_t>(k)], "model.point_spread.field" + at, F);
+    m.spread.q_mean.col(k) = r.numbers(qm[static_cast<size_t>(k)], "model.point_spread.q_mean" + at, m.num_q());
+  }
+  // The sds are for reading: predictions need only the directions.
+  if (const YAML::Node sd = ps["sd"]; sd && sd.IsMap()) {
+    std::vector<double> values;
+    for (const auto& kv : sd) {
+      m.spread.names.push_back(kv.first.as<std::string>());
+      values.push_back(r.get<double>(sd, m.spread.names.back(), "model.point_spread.sd."));
+    }
+    m.spread.sd = Eigen::Map<const Vector>(values.data(), static_cast<Index>(values.size()));
+  }
+}
+
 Index task_of(const Reader& r, const ModelSpec& spec, const std::string& task, const std::string& name) {
   if (const Index d = spec.find_task(task); d >= 0) return d;
   r.broken("'" + name + "' names the task '" + task + "', which 'model.tasks' does not list");
@@ -300,6 +326,21 @@ void write_model_file(const std::string& path, const ModelFile& f) {
       out << YAML::Key << "q_chol" << YAML::Value << YAML::BeginSeq;
       for (Index i = 0; i < m.num_q(); ++i) emit_vector(out, m.q_chol.row(i).head(i + 1).transpose());
       out << YAML::EndSeq;
+    }
+    if (m.spread.directions() > 0) {
+      const PointSpread& sp = m.spread;
+      out << YAML::Key << "point_spread" << YAML::Value << YAML::BeginMap;
+      out << YAML::Key << "sd" << YAML::Value << YAML::BeginMap;
+      for (size_t j = 0; j < sp.names.size(); ++j)
+        out << YAML::Key << sp.names[j] << YAML::Value << sp.sd[static_cast<Index>(j)];
+      out << YAML::EndMap;
+      out << YAML::Key << "field" << YAML::Value << YAML::BeginSeq;
+      for (Index k = 0; k < sp.directions(); ++k) emit_vector(out, sp.field.col(k));
+      out << YAML::EndSeq;
+      out << YAML::Key << "q_mean" << YAML::Value << YAML::BeginSeq;
+      for (Index k = 0; k < sp.directions(); ++k) emit_vector(out, sp.q_mean.col(k));
+      out << YAML::EndSeq;
+      out << YAML::EndMap;
     }
     out << YAML::EndMap;
   }
@@ -561,6 +602,7 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
       ++i;
     }
   }
+  if (const YAML::Node ps = mn["point_spread"]) read_point_spread(r, ps, m);
   read_common(r, root, f, D);
   return f;
 }

@@ -162,13 +162,7 @@ std::string attribute(const std::string& xml, const std::string& name) {
   return xml.substr(begin, xml.find('"', begin) - begin);
 }
 
-std::vector<float> band_values(const std::string& path) {
-  io::DatasetPtr ds = io::open_raster(path);
-  const int w = ds->GetRasterXSize(), h = ds->GetRasterYSize();
-  std::vector<float> v(static_cast<size_t>(w) * static_cast<size_t>(h));
-  EXPECT_EQ(ds->GetRasterBand(1)->RasterIO(GF_Read, 0, 0, w, h, v.data(), w, h, GDT_Float32, 0, 0), CE_None);
-  return v;
-}
+using test::band_values;
 
 // Styles beside the maps: the mean and its quantiles share limits, probabilities run 0-1, the
 // legend carries the unit; rates per 1,000 scale the intensity maps and their thresholds alike.

@@ -13,6 +13,7 @@ namespace vbagg {
 namespace {
 
 namespace fs = std::filesystem;
+using test::band_values;
 using test::bin;
 using test::run;
 
@@ -242,17 +243,18 @@ double holdout_relative_width(const std::string& csv) {
 }
 
 // model.unit_effect: the model file keeps the effect's spread and training units, units.csv
-// widens the held-out units' intervals with it, and the maps say they leave it out.
+// widens the held-out units' intervals with it, and the maps say they leave it out. The point
+// estimates are taken as known in both fits, so the widening is the effect's own.
 TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
-               "/unit --set model.unit_effect=true --set model.likelihood=poisson --set model.fixed_effects=point -q "
-               "--threads 2");
+               "/unit --set model.unit_effect=true --set model.likelihood=poisson --set model.fixed_effects=point "
+               "--set model.point_uncertainty=none -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string model = read_file(d() + "/unit/model.yaml");
   EXPECT_NE(model.find("unit_effect:"), std::string::npos);
   r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
-          "/plain --set model.likelihood=poisson --set model.unit_effect=false --set model.fixed_effects=point -q "
-          "--threads 2");
+          "/plain --set model.likelihood=poisson --set model.unit_effect=false --set model.fixed_effects=point "
+          "--set model.point_uncertainty=none -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   for (const char* fit : {"unit", "plain"}) {
     r = run(bin("vbagg-predict") + " --model " + d() + "/" + fit + "/model.yaml --out " + d() + "/" + fit + "/maps -q");
@@ -264,6 +266,44 @@ TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
   ASSERT_NE(includes, nullptr);
   EXPECT_NE(std::string(includes).find("not the unit effect"), std::string::npos) << includes;
+}
+
+// model.point_uncertainty: by default the fit ends with the point estimates' spread, which the log
+// lists, the model file keeps and every interval carries; none leaves q's own intervals.
+TEST_F(EndToEnd, PointSpreadReachesTheLogModelFileAndIntervals) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() + "/spread --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("point estimates' spread (Laplace sd"), std::string::npos) << r.output;
+  EXPECT_NE(read_file(d() + "/spread/model.yaml").find("point_spread:"), std::string::npos);
+  r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+          "/known --set model.point_uncertainty=none -q --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(read_file(d() + "/known/model.yaml").find("point_spread:"), std::string::npos);
+  for (const char* fit : {"spread", "known"}) {
+    r = run(bin("vbagg-predict") + " --model " + d() + "/" + fit + "/model.yaml --out " + d() + "/" + fit + "/maps -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+  }
+  EXPECT_GT(holdout_relative_width(d() + "/spread/maps/units.csv"),
+            holdout_relative_width(d() + "/known/maps/units.csv"));
+  const std::vector<float> wide = band_values(d() + "/spread/maps/intensity_sd.tif"),
+                           narrow = band_values(d() + "/known/maps/intensity_sd.tif");
+  ASSERT_EQ(wide.size(), narrow.size());
+  size_t wider = 0, valid = 0;
+  for (size_t i = 0; i < wide.size(); ++i)
+    if (std::isfinite(wide[i]) && std::isfinite(narrow[i]) && narrow[i] > 0) {
+      ++valid;
+      wider += wide[i] > narrow[i];
+    }
+  EXPECT_GT(valid, 0u);
+  EXPECT_EQ(wider, valid) << "every pixel's sd grows with the spread";
+  io::DatasetPtr ds = io::open_raster(d() + "/spread/maps/intensity_mean.tif");
+  const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
+  ASSERT_NE(includes, nullptr);
+  EXPECT_NE(std::string(includes).find("uncertainty of its point estimates"), std::string::npos) << includes;
+  r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+          "/sampled --set model.expectation=sample --set model.point_uncertainty=laplace -q");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model.point_uncertainty laplace needs"), std::string::npos) << r.output;
 }
 
 // model.fixed_effects variational: the coefficients come with their posterior sd in the log, the

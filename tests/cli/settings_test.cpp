@@ -45,6 +45,28 @@ TEST(Settings, OverridesArriveTyped) {
   EXPECT_FALSE(d.model.unit_effect.has_value());
 }
 
+// model.point_uncertainty: auto estimates the spread for the variational model of an L-BFGS-sized
+// problem, none never; laplace where it is not defined is refused.
+TEST(Settings, PointUncertaintyFollowsTheModel) {
+  EXPECT_TRUE(fit_options(settings_of(defaults_with({})), 1, 1000).point_spread);
+  EXPECT_FALSE(fit_options(settings_of(defaults_with({})), 1, kFullBatchPixels + 1).point_spread);
+  EXPECT_TRUE(fit_options(settings_of(defaults_with({"model.point_uncertainty=laplace"})), 1, kFullBatchPixels + 1)
+                  .point_spread);
+  EXPECT_FALSE(fit_options(settings_of(defaults_with({"model.point_uncertainty=none"})), 1, 1000).point_spread);
+  EXPECT_FALSE(fit_options(settings_of(defaults_with({"model.kind=bag_pixel"})), 1, 1000).point_spread);
+  EXPECT_TRUE(
+      fit_options(settings_of(defaults_with({"model.kind=bag_pixel", "model.point_uncertainty=laplace"})), 1, 1000)
+          .point_spread);
+  EXPECT_THROW(
+      fit_options(settings_of(defaults_with({"model.expectation=sample", "model.point_uncertainty=laplace"})), 1, 1000),
+      ConfigError);
+  EXPECT_THROW(fit_options(settings_of(defaults_with(
+                               {"model.kind=nystrom", "model.likelihood=poisson", "model.point_uncertainty=laplace"})),
+                           1, 1000),
+               ConfigError);
+  EXPECT_THROW(settings_of(defaults_with({"model.point_uncertainty=bootstrap"})), ConfigError);
+}
+
 // Periods and spans read as text or as a YAML list of texts.
 TEST(Settings, PeriodsAndSpansAreTextsOrLists) {
   const Settings s = settings_of(defaults_with(

@@ -13,6 +13,7 @@ namespace vbagg {
 namespace {
 
 namespace fs = std::filesystem;
+using test::band_values;
 using test::bin;
 using test::run;
 
@@ -159,14 +160,6 @@ TEST_F(SpaceTime, ForecastsPeriodsBeyondTheData) {
   const std::vector<std::string> rows = lines_of(read_text(d() + "/forecast/units.csv"));
   ASSERT_EQ(rows.size(), 1u + 12 * 2);
   for (size_t k = 1; k < rows.size(); ++k) EXPECT_NE(rows[k].find(",new,"), std::string::npos) << rows[k];
-}
-
-std::vector<float> band_values(const std::string& path, int band) {
-  io::DatasetPtr ds = io::open_raster(path);
-  std::vector<float> v(40 * 30);
-  if (ds->GetRasterBand(band)->RasterIO(GF_Read, 0, 0, 40, 30, v.data(), 40, 30, GDT_Float32, 0, 0) != CE_None)
-    ADD_FAILURE() << "cannot read " << path;
-  return v;
 }
 
 TEST_F(SpaceTime, SpansAverageThePeriodsWithJointUncertainty) {

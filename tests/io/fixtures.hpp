@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <variant>
 #include <vector>
@@ -15,6 +16,16 @@
 #include "io/gdal_handles.hpp"
 
 namespace vbagg::test {
+
+// Band `band` of a raster as floats, row after row.
+inline std::vector<float> band_values(const std::string& path, int band = 1) {
+  io::DatasetPtr ds = io::open_raster(path);
+  const int w = ds->GetRasterXSize(), h = ds->GetRasterYSize();
+  std::vector<float> v(static_cast<size_t>(w) * static_cast<size_t>(h));
+  if (ds->GetRasterBand(band)->RasterIO(GF_Read, 0, 0, w, h, v.data(), w, h, GDT_Float32, 0, 0) != CE_None)
+    throw std::runtime_error("cannot read band " + std::to_string(band) + " of " + path);
+  return v;
+}
 
 // A fresh folder under the system temp dir, removed at the end of the test.
 struct TempDir {

@@ -243,6 +243,47 @@ bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
          std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
 }
 
+// The point estimates' spread: its directions to the bit, its sds by name, and a direction of the
+// wrong length named.
+TEST(ModelFile, RoundTripsThePointSpread) {
+  test::TempDir dir;
+  io::ModelFile f = count_file(LikelihoodKind::negative_binomial);
+  Model& m = f.model;
+  m.likelihood_params = Vector::Constant(1, 2.5);
+  const Index F = m.num_params() - m.num_q() - m.num_q() * (m.num_q() + 1) / 2 - 1 - m.inducing.size();
+  ASSERT_EQ(F, 1 + m.kernel.num_params());
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> normal;
+  m.spread.field = Matrix::NullaryExpr(F, 3, [&](Index, Index) { return normal(rng) / 3.0; });
+  m.spread.q_mean = Matrix::NullaryExpr(m.num_q(), 3, [&](Index, Index) { return normal(rng) / 7.0; });
+  m.spread.names = {"mean", "log_dispersion"};
+  m.spread.sd = (Vector(2) << 0.125, 1.0 / 3.0).finished();
+  io::write_model_file(dir / "model.yaml", f);
+  const io::ModelFile g = io::read_model_file(dir / "model.yaml");
+  EXPECT_TRUE(bit_equal(g.model.spread.field, m.spread.field));
+  EXPECT_TRUE(bit_equal(g.model.spread.q_mean, m.spread.q_mean));
+  EXPECT_EQ(g.model.spread.names, m.spread.names);
+  EXPECT_TRUE(bit_equal(g.model.spread.sd, m.spread.sd));
+  // A file without one reads as no spread.
+  io::ModelFile plain = f;
+  plain.model.spread = PointSpread();
+  io::write_model_file(dir / "plain.yaml", plain);
+  EXPECT_EQ(read_text(dir / "plain.yaml").find("point_spread"), std::string::npos);
+  EXPECT_EQ(io::read_model_file(dir / "plain.yaml").model.spread.directions(), 0);
+
+  std::string text = read_text(dir / "model.yaml");
+  const std::string key = "    field:\n      - [";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), key + "0.5, ");
+  std::ofstream(dir / "bad.yaml") << text;
+  try {
+    io::read_model_file(dir / "bad.yaml");
+    FAIL() << "a direction of the wrong length was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("model.point_spread.field[0]"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelFile, RoundTripsExactly) {
   test::TempDir dir;
   const io::ModelFile f = sample_file();

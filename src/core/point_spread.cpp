@@ -1,0 +1,138 @@
+#include "point_spread.hpp"
+
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <cmath>
+
+#include "natgrad.hpp"
+#include "param_layout.hpp"
+
+namespace vbagg {
+
+namespace {
+
+// The layout's entries after q that the spread covers: from the mean block to the unit effect
+// (learned inducing inputs are left as they are). The first `field` of them move the latent field.
+struct PointEntries {
+  Index begin = 0, count = 0, field = 0;
+};
+
+PointEntries point_entries(const Model& model) {
+  PointEntries e;
+  e.begin = param_slice(model, ParamBlockId::mean).offset;
+  e.count = param_slice(model, ParamBlockId::inducing).offset - e.begin;
+  e.field = param_slice(model, ParamBlockId::likelihood).offset - e.begin;
+  return e;
+}
+
+}  // namespace
+
+bool spread_defined(const ModelSpec& spec) { return !spec.map_estimate && !spec.any_sampled(); }
+
+PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<Index>& bags, const SpreadOptions& o) {
+  if (!spread_defined(model.spec))
+    throw ConfigError("the point estimates' spread needs a variational model with the bound or delta expectation");
+  const PointEntries pe = point_entries(model);
+  // A unit effect's log sigma_u held at its floor has no gradient below it: it stays as it is.
+  std::vector<Index> free;
+  {
+    Vector probe = Vector::Ones(model.num_params()) * -1.0;
+    drop_gradient_past_floor(model, probe);
+    for (Index j = 0; j < pe.count; ++j)
+      if (probe[pe.begin + j] != 0) free.push_back(j);
+  }
+  const Index n = static_cast<Index>(free.size());
+  ObjectiveOptions full = o.objective;
+  full.q_moments_gradient = true;
+  ObjectiveOptions q_alone = full;
+  q_alone.q_moments_only = true;
+  const Vector start = model.pack();
+  const double start_jitter = model.jitter;
+  // The gradient of the entries after q and q's mean, with q brought to its optimum for theta.
+  auto reading = [&](const Vector& theta, Vector& g, Vector& qm) {
+    model.unpack(theta);
+    model.jitter = start_jitter;
+    Vector grad;
+    for (int k = 0; k <= o.q_steps; ++k) {
+      const bool last = k == o.q_steps;
+      const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, last ? full : q_alone);
+      if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
+      if (last) break;
+      natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, 1.0);
+    }
+    g = grad.segment(pe.begin, pe.count);
+    qm = model.q_mean;
+  };
+  // Forward differences from a reading at the fit itself: one reading per parameter.
+  Matrix H(n, n), response(model.num_q(), n);
+  try {
+    Vector g0, q0, g, q;
+    reading(start, g0, q0);
+    for (Index c = 0; c < n; ++c) {
+      Vector theta = start;
+      theta[pe.begin + free[static_cast<size_t>(c)]] += o.step;
+      reading(theta, g, q);
+      for (Index r = 0; r < n; ++r)
+        H(r, c) = (g[free[static_cast<size_t>(r)]] - g0[free[static_cast<size_t>(r)]]) / o.step;
+      response.col(c) = (q - q0) / o.step;
+    }
+  } catch (...) {
+    model.unpack(start);
+    model.jitter = start_jitter;
+    throw;
+  }
+  model.unpack(start);
+  model.jitter = start_jitter;
+  // Sigma = (-H)^-1 = U diag(1/e) U^T, e raised to 1/max_sd^2; D = U diag(e^-1/2).
+  const Matrix precision = -0.5 * (H + H.transpose());
+  Eigen::SelfAdjointEigenSolver<Matrix> eig(precision);
+  const Vector e = eig.eigenvalues().cwiseMax(1.0 / (o.max_sd * o.max_sd));
+  const Matrix D = eig.eigenvectors() * e.cwiseSqrt().cwiseInverse().asDiagonal();
+  PointSpread s;
+  s.field = Matrix::Zero(pe.field, n);
+  for (Index r = 0; r < n; ++r)
+    if (free[static_cast<size_t>(r)] < pe.field) s.field.row(free[static_cast<size_t>(r)]) = D.row(r);
+  s.q_mean = response * D;
+  const std::vector<std::string> names = model.param_names();
+  s.sd = Vector::Zero(pe.count);
+  for (Index r = 0; r < n; ++r) s.sd[free[static_cast<size_t>(r)]] = D.row(r).norm();
+  for (Index j = 0; j < pe.count; ++j) s.names.push_back(names[static_cast<size_t>(pe.begin + j)]);
+  return s;
+}
+
+SpreadShifts::SpreadShifts(const Model& model) {
+  const PointSpread& s = model.spread;
+  if (s.directions() == 0) return;
+  const PointEntries pe = point_entries(model);
+  if (s.field.rows() != pe.field || s.q_mean.rows() != model.num_q())
+    throw DataError("the model's point spread does not fit its parameters");
+  // Directions are sd-sized; the latent mean is smooth in them, so this step leaves differences
+  // accurate to about 1e-8 of a_k and rounding far below.
+  h_ = 1e-4;
+  const Vector theta = model.pack();
+  for (Index k = 0; k < s.directions(); ++k)
+    for (double sign : {1.0, -1.0}) {
+      Model moved = model;
+      Vector t = theta;
+      t.segment(pe.begin, pe.field) += sign * h_ * s.field.col(k);
+      moved.unpack(t);
+      moved.q_mean += sign * h_ * s.q_mean.col(k);
+      moved.spread = PointSpread();
+      Posterior post = compute_posterior(moved);
+      (sign > 0 ? plus_ : minus_).push_back(std::move(moved));
+      (sign > 0 ? post_plus_ : post_minus_).push_back(std::move(post));
+    }
+}
+
+void SpreadShifts::into(const Eigen::Ref<const Matrix>& X, Matrix& A, LatentScratch& scratch) const {
+  const Index len = X.cols();
+  A.resize(directions(), len);
+  Vector up(len), down(len);
+  for (Index k = 0; k < directions(); ++k) {
+    latent_means_into(plus_[static_cast<size_t>(k)], post_plus_[static_cast<size_t>(k)], X, up, scratch);
+    latent_means_into(minus_[static_cast<size_t>(k)], post_minus_[static_cast<size_t>(k)], X, down, scratch);
+    A.row(k) = ((up - down) / (2 * h_)).transpose();
+  }
+}
+
+}  // namespace vbagg

@@ -1,0 +1,65 @@
+// The spread of the point estimates (Model::spread): what q's intervals leave out when the kernel's
+// hyperparameters, the mean and fixed effects and the noise parameters are taken as known.
+//
+// The fit maximises the ELBO over q and these parameters theta together. Over theta alone, with q at
+// its optimum for each value, max_q ELBO(q, theta) is the model's approximate log evidence, and
+// N(theta_hat, Sigma) with Sigma the inverse of its negative Hessian is its Laplace approximation
+// (the joint-precision uncertainty R disaggregation's predictions draw their parameters from). The
+// Hessian is that of the profile: by forward differences of the gradient of theta, read with q
+// moved to its optimum for each displaced theta by natural-gradient steps, so it carries how q
+// follows theta (the mean and q's mean trade off, the kernel variance and q's spread too).
+//
+// Directions the ELBO does not bound (a kernel part whose variance has gone to nothing, a noise
+// parameter on a plateau) would get an unbounded variance and a linearisation that is not true that
+// far: their eigenvalues are raised to 1 / max_sd^2, so no parameter moves by more than max_sd
+// (its values are logs and coefficients of standardised covariates, where 1 is a wide spread).
+#pragma once
+
+#include <vector>
+
+#include "dataset.hpp"
+#include "model.hpp"
+#include "objective.hpp"
+
+namespace vbagg {
+
+struct SpreadOptions {
+  ObjectiveOptions objective;  // threads and processes
+  // Natural-gradient steps of size 1 that bring q to its optimum for a displaced theta before the
+  // gradient is read (and for the fit's own theta, the reading the differences start from). Their
+  // error shrinks geometrically and enters the Hessian undivided by the displacement.
+  int q_steps = 3;
+  // The displacement of each parameter in the forward differences: their error is of its order,
+  // relative, and rounding's is 1e-12 of the gradient over it.
+  double step = 1e-3;
+  double max_sd = 1.0;
+};
+
+// Whether a model's spread can be estimated: a variational model (not a MAP estimate) whose every
+// source has a deterministic expectation (bound or delta; the sampled one's draws would need fixing
+// for the differences, and fixed draws are what q must not fit).
+bool spread_defined(const ModelSpec& spec);
+
+// The spread of the model's point estimates on the listed bags (all of them, or with
+// objective.processes this process's share; every process calls it alike). The model comes back
+// as it went in. Throws NumericalError when the objective is not finite around the fit.
+PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<Index>& bags,
+                           const SpreadOptions& options);
+
+// The map's side of it: for a model with a spread, the derivative a_k(x) of the latent mean at x
+// along each direction k, by central differences of the means of the model moved along it.
+// Var f(x) gains |a(x)|^2, and a joint draw gains a(x)^T eta with eta shared by every pixel.
+class SpreadShifts {
+ public:
+  explicit SpreadShifts(const Model& model);
+  Index directions() const { return static_cast<Index>(plus_.size()); }
+  // A (directions() x X.cols()); column i is a(x_i).
+  void into(const Eigen::Ref<const Matrix>& X, Matrix& A, LatentScratch& scratch) const;
+
+ private:
+  std::vector<Model> plus_, minus_;
+  std::vector<Posterior> post_plus_, post_minus_;
+  double h_ = 0;
+};
+
+}  // namespace vbagg

@@ -1,0 +1,315 @@
+// The point estimates' spread: its Laplace approximation against the closed-form evidence of a
+// conjugate model, the widened latent variance against the closed-form posterior mean's
+// sensitivity, and the joint draws that carry it.
+#include "core/point_spread.hpp"
+
+#include <gtest/gtest.h>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Eigenvalues>
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "core/fit.hpp"
+#include "core/natgrad.hpp"
+#include "core/param_layout.hpp"
+#include "core/predict.hpp"
+#include "test_util.hpp"
+
+namespace vbagg {
+namespace {
+
+std::vector<Index> all_of(const Dataset& d) {
+  std::vector<Index> bags(static_cast<size_t>(d.num_bags()));
+  for (Index a = 0; a < d.num_bags(); ++a) bags[static_cast<size_t>(a)] = a;
+  return bags;
+}
+
+// A Gaussian model observed at single pixels, with inducing inputs at those pixels: q's optimum is
+// the exact GP posterior, and max_q ELBO is the log evidence log N(y; mu 1, K + tau I).
+struct Conjugate {
+  Matrix X;  // 1 x N
+  Vector y;
+  Dataset data;
+  Model model;
+};
+
+// theta = (mu, log sigma^2, log lengthscale, log tau).
+Matrix rbf(const Matrix& A, const Matrix& B, const Vector& t) {
+  Matrix K(A.cols(), B.cols());
+  for (Index i = 0; i < A.cols(); ++i)
+    for (Index j = 0; j < B.cols(); ++j) {
+      const double r = (A(0, i) - B(0, j)) * std::exp(-t[2]);
+      K(i, j) = std::exp(t[1]) * std::exp(-0.5 * r * r);
+    }
+  return K;
+}
+
+double log_evidence(const Conjugate& c, const Vector& t) {
+  const Index n = c.y.size();
+  Matrix C = rbf(c.X, c.X, t);
+  C.diagonal().array() += std::exp(t[3]);
+  const Eigen::LLT<Matrix> llt(C);
+  const Vector r = c.y - Vector::Constant(n, t[0]);
+  const Vector a = llt.matrixL().solve(r);
+  const Matrix L = llt.matrixL();
+  return -0.5 * a.squaredNorm() - L.diagonal().array().log().sum() - 0.5 * n * std::log(2 * M_PI);
+}
+
+// The posterior mean at the columns of Xs.
+Vector posterior_mean(const Conjugate& c, const Vector& t, const Matrix& Xs) {
+  Matrix C = rbf(c.X, c.X, t);
+  C.diagonal().array() += std::exp(t[3]);
+  const Vector r = c.y - Vector::Constant(c.y.size(), t[0]);
+  return (Vector::Constant(Xs.cols(), t[0]) + rbf(Xs, c.X, t) * C.llt().solve(r)).eval();
+}
+
+// Second differences of the log evidence.
+Matrix evidence_hessian(const Conjugate& c, const Vector& t, double h = 1e-3) {
+  const Index p = t.size();
+  Matrix H(p, p);
+  for (Index i = 0; i < p; ++i)
+    for (Index j = 0; j < p; ++j) {
+      auto at = [&](double di, double dj) {
+        Vector u = t;
+        u[i] += di;
+        u[j] += dj;
+        return log_evidence(c, u);
+      };
+      H(i, j) = (at(h, h) - at(h, -h) - at(-h, h) + at(-h, -h)) / (4 * h * h);
+    }
+  return H;
+}
+
+void set_model(Conjugate& c, const Vector& t);
+
+// Data drawn from the model at t, and the model there.
+Conjugate conjugate(Index n, double half_width, const Vector& t, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  Conjugate c;
+  c.X.resize(1, n);
+  for (Index i = 0; i < n; ++i)
+    c.X(0, i) = half_width * (-1.0 + 2.0 * static_cast<double>(i) / static_cast<double>(n - 1));
+  Matrix C = rbf(c.X, c.X, t);
+  C.diagonal().array() += std::exp(t[3]) + 1e-9;
+  Vector z(n);
+  for (Index i = 0; i < n; ++i) z[i] = normal(rng);
+  c.y = Vector::Constant(n, t[0]) + Matrix(C.llt().matrixL()) * z;
+  std::vector<Index> bag_of(static_cast<size_t>(n));
+  for (Index i = 0; i < n; ++i) bag_of[static_cast<size_t>(i)] = i;
+  c.data = make_dataset(c.X, Vector::Ones(n), bag_of, c.y);
+  set_model(c, t);
+  return c;
+}
+
+// The maximum of the log evidence by Newton steps from t (halved while they do not climb).
+Vector evidence_maximum(const Conjugate& c, Vector t) {
+  for (int it = 0; it < 50; ++it) {
+    Vector g(t.size());
+    for (Index i = 0; i < t.size(); ++i) {
+      Vector up = t, down = t;
+      up[i] += 1e-5;
+      down[i] -= 1e-5;
+      g[i] = (log_evidence(c, up) - log_evidence(c, down)) / 2e-5;
+    }
+    const Matrix H = evidence_hessian(c, t);
+    Vector d = -H.ldlt().solve(g);
+    if (d.dot(g) <= 0) d = 0.1 * g;
+    double step = 1;
+    while (step > 1e-6 && !(log_evidence(c, t + step * d) > log_evidence(c, t))) step *= 0.5;
+    if (step <= 1e-6) break;
+    t += step * d;
+    if (g.norm() < 1e-7) break;
+  }
+  return t;
+}
+
+// The model at theta t, with q at its optimum there.
+void set_model(Conjugate& c, const Vector& t) {
+  const Index n = c.y.size();
+  Model& m = c.model;
+  m.spec = test::spec_of(LikelihoodKind::normal, Link::identity, CovarianceMode::exact);
+  m.kernel = make_kernel("rbf", "none", 1, 0);
+  m.kernel.set_params(t.segment(1, 2));
+  m.inducing = c.X;
+  m.mean = t[0];
+  m.likelihood_params = Vector::Constant(1, t[3]);
+  m.q_mean = Vector::Zero(n);
+  m.q_chol = Matrix::Identity(n, n);
+  m.jitter = 1e-10;
+  // One natural-gradient step of size 1 is exact for this model: q at its optimum.
+  ObjectiveOptions o;
+  o.q_moments_gradient = true;
+  Vector g;
+  const ObjectiveValue v = elbo(m, c.data, &g, o);
+  natural_gradient_step(m, v.grad_q_mean, v.grad_q_cov, 1.0);
+}
+
+// Where each of theta's entries sits among the spread's names.
+std::vector<Index> theta_entries(const PointSpread& s) {
+  std::vector<Index> at;
+  for (const char* name : {"mean", "kernel.part0.rbf.log_variance", "kernel.part0.rbf.log_lengthscale", "log_noise"}) {
+    const auto it = std::find(s.names.begin(), s.names.end(), name);
+    EXPECT_NE(it, s.names.end()) << name;
+    at.push_back(static_cast<Index>(it - s.names.begin()));
+  }
+  return at;
+}
+
+const Vector kTheta = (Vector(4) << 0.4, -0.3, -0.2, std::log(0.05)).finished();
+
+TEST(PointSpread, LaplaceOfAConjugateModelIsTheEvidencesHessian) {
+  Conjugate c = conjugate(30, 10, kTheta, 3);
+  const Vector top = evidence_maximum(c, kTheta);
+  set_model(c, top);
+  const Matrix H = evidence_hessian(c, top);
+  Eigen::SelfAdjointEigenSolver<Matrix> eig(-H);
+  ASSERT_GT(eig.eigenvalues().minCoeff(), 0) << "the test's point must be a maximum of the evidence";
+  const Matrix sigma = (-H).inverse();
+  const Vector before = c.model.pack();
+  SpreadOptions o;
+  o.q_steps = 2;
+  o.max_sd = 1e3;
+  const PointSpread s = laplace_spread(c.model, c.data, all_of(c.data), o);
+  EXPECT_TRUE(c.model.pack() == before) << "the model comes back as it went in";
+  ASSERT_EQ(s.sd.size(), 4);
+  const std::vector<Index> at = theta_entries(s);
+  for (Index i = 0; i < 4; ++i)
+    EXPECT_NEAR(s.sd[at[static_cast<size_t>(i)]], std::sqrt(sigma(i, i)), 3e-3 * std::sqrt(sigma(i, i)))
+        << s.names[at[static_cast<size_t>(i)]];
+  // The field's directions (mu and the kernel's two) span the same covariance block.
+  ASSERT_EQ(s.field.rows(), 3);
+  const Matrix field_cov = s.field * s.field.transpose();
+  for (Index i = 0; i < 3; ++i)
+    for (Index j = 0; j < 3; ++j)
+      EXPECT_NEAR(field_cov(at[static_cast<size_t>(i)], at[static_cast<size_t>(j)]), sigma(i, j),
+                  3e-3 * std::sqrt(sigma(i, i) * sigma(j, j)));
+}
+
+// Fewer points, closer together: a spread that matters next to q's variance.
+TEST(PointSpread, WidensTheLatentVarianceByTheMeansSensitivity) {
+  Conjugate c = conjugate(14, 6, kTheta, 3);
+  const Vector top = evidence_maximum(c, kTheta);
+  set_model(c, top);
+  const Matrix sigma = (-evidence_hessian(c, top)).inverse();
+  const Matrix Xs = (Matrix(1, 4) << -4.4, -0.1, 2.6, 6.5).finished();
+  // J = d m(x*) / d theta of the closed-form posterior mean, q following theta.
+  Matrix J(4, Xs.cols());
+  const double h = 1e-5;
+  for (Index i = 0; i < 4; ++i) {
+    Vector up = top, down = top;
+    up[i] += h;
+    down[i] -= h;
+    J.row(i) = ((posterior_mean(c, up, Xs) - posterior_mean(c, down, Xs)) / (2 * h)).transpose();
+  }
+  Vector m0, v0, m1, v1;
+  predict_latent(c.model, Xs, m0, v0, 1);
+  SpreadOptions o;
+  o.q_steps = 2;
+  o.max_sd = 1e3;
+  c.model.spread = laplace_spread(c.model, c.data, all_of(c.data), o);
+  predict_latent(c.model, Xs, m1, v1, 1);
+  EXPECT_TRUE(m1 == m0) << "the spread leaves the mean where it was";
+  for (Index j = 0; j < Xs.cols(); ++j) {
+    const double extra = J.col(j).dot(sigma * J.col(j));
+    EXPECT_GT(extra, 0.05 * v0[j]) << "the test needs a spread that matters";
+    EXPECT_NEAR(v1[j] - v0[j], extra, 1e-2 * extra) << "x = " << Xs(0, j);
+  }
+  // The same rows through the draws: a bag of the one pixel x* has the variance of f plus the noise.
+  const int S = 40000;
+  for (Index j = 0; j < Xs.cols(); ++j) {
+    const Vector y = bag_predictive_draws(c.model, Xs.col(j), Vector::Ones(1), S, 17, {}, 0, 2);
+    const double var = (y.array() - y.mean()).square().sum() / (S - 1);
+    const double expected = v1[j] + std::exp(top[3]);
+    EXPECT_NEAR(var, expected, 4 * expected * std::sqrt(2.0 / S)) << "x = " << Xs(0, j);
+    EXPECT_GT(v1[j] - v0[j], 6 * expected * std::sqrt(2.0 / S)) << "the draws' test can tell the spread";
+  }
+}
+
+// A lengthscale of an input every pixel and inducing point shares changes nothing: its direction
+// is unbounded and gets the largest sd allowed, and it moves no map.
+TEST(PointSpread, HoldsAnUnboundedDirectionAtTheLargestSd) {
+  const Conjugate c1 = conjugate(10, 6, kTheta, 5);
+  Model m = c1.model;
+  Matrix X2(2, c1.X.cols());
+  X2.row(0) = c1.X.row(0);
+  X2.row(1).setZero();
+  std::vector<Index> bag_of(static_cast<size_t>(X2.cols()));
+  for (Index i = 0; i < X2.cols(); ++i) bag_of[static_cast<size_t>(i)] = i;
+  const Dataset data = make_dataset(X2, Vector::Ones(X2.cols()), bag_of, c1.y);
+  m.kernel = make_kernel("ard", "none", 2, 0);
+  m.kernel.set_params((Vector(3) << kTheta[1], kTheta[2], 0.3).finished());
+  m.inducing = X2;
+  SpreadOptions o;
+  o.q_steps = 2;
+  o.max_sd = 0.7;
+  m.spread = laplace_spread(m, data, all_of(data), o);
+  const auto it = std::find(m.spread.names.begin(), m.spread.names.end(), "kernel.part0.ard.log_lengthscale[1]");
+  ASSERT_NE(it, m.spread.names.end());
+  EXPECT_NEAR(m.spread.sd[it - m.spread.names.begin()], 0.7, 1e-9);
+  for (Index k = 0; k < m.spread.sd.size(); ++k) EXPECT_LE(m.spread.sd[k], 0.7 + 1e-12);
+  Vector mean, var0, var1;
+  Model none = m;
+  none.spread = PointSpread();
+  predict_latent(none, X2, mean, var0, 1);
+  predict_latent(m, X2, mean, var1, 1);
+  EXPECT_TRUE((var1.array() >= var0.array()).all());
+}
+
+// A unit effect held at its floor keeps its value: no sd, and no direction moves it.
+TEST(PointSpread, LeavesAUnitEffectAtItsFloor) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  const Dataset data = test::random_dataset(8, 2, 10, 2, spec.likelihood, 21);
+  Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 22);
+  m.unit_effect.log_sd = kUnitLogSdFloor;
+  const PointSpread s = laplace_spread(m, data, all_of(data), {});
+  const auto it = std::find(s.names.begin(), s.names.end(), "unit_effect.log_sd");
+  ASSERT_NE(it, s.names.end());
+  EXPECT_EQ(s.sd[it - s.names.begin()], 0.0);
+  EXPECT_TRUE(s.field.allFinite());
+  EXPECT_TRUE(s.q_mean.allFinite());
+  EXPECT_EQ(s.directions(), static_cast<Index>(s.names.size()) - 1);
+}
+
+TEST(PointSpread, NeedsADeterministicVariationalModel) {
+  ModelSpec sampled = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::sample);
+  EXPECT_FALSE(spread_defined(sampled));
+  ModelSpec map = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  map.map_estimate = true;
+  EXPECT_FALSE(spread_defined(map));
+  const Dataset data = test::random_dataset(4, 2, 4, 2, LikelihoodKind::poisson, 1);
+  Model m = test::random_model(map, make_kernel("ard", "none", 2, 0), 3, 2, 2);
+  EXPECT_THROW(laplace_spread(m, data, all_of(data), {}), ConfigError);
+}
+
+// fit() leaves the spread in the model when asked, and the fit itself is the same.
+TEST(PointSpread, FitAddsItAfterTheSameFit) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  const Dataset data = test::random_dataset(12, 3, 8, 2, spec.likelihood, 31);
+  const Model start = test::random_model(spec, make_kernel("ard", "none", 2, 0), 5, 2, 32);
+  FitOptions fo;
+  fo.optimizer = Optimizer::lbfgs;
+  fo.epochs = 60;
+  Model plain = start, spread = start;
+  fit(plain, data, all_of(data), {}, fo);
+  fo.point_spread = true;
+  fit(spread, data, all_of(data), {}, fo);
+  EXPECT_EQ(plain.spread.directions(), 0);
+  EXPECT_EQ(spread.spread.directions(), static_cast<Index>(spread.spread.names.size()));
+  EXPECT_TRUE(spread.pack() == plain.pack());
+  Vector m0, v0, m1, v1;
+  predict_latent(plain, data.inputs, m0, v0, 1);
+  predict_latent(spread, data.inputs, m1, v1, 1);
+  EXPECT_TRUE(m1 == m0);
+  EXPECT_TRUE((v1.array() > v0.array()).all());
+  // A new fit from the fitted model starts without the old spread.
+  fo.point_spread = false;
+  fit(spread, data, all_of(data), {}, fo);
+  EXPECT_EQ(spread.spread.directions(), 0);
+}
+
+}  // namespace
+}  // namespace vbagg
