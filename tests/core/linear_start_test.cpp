@@ -39,11 +39,7 @@ Dataset counts_of(double c, const Vector& beta, unsigned seed) {
   return data;
 }
 
-std::vector<Index> all_bags(const Dataset& data) {
-  std::vector<Index> all;
-  for (Index a = 0; a < data.num_bags(); ++a) all.push_back(a);
-  return all;
-}
+using test::all_bags;
 
 TEST(LinearStart, RecoversTheRateWhoseExpectedCountsItIsGiven) {
   const Vector truth = (Vector(kInputs) << 0.6, -0.4, 0.25).finished();

@@ -14,11 +14,7 @@
 namespace vbagg {
 namespace {
 
-std::vector<Index> all_bags(const Dataset& d) {
-  std::vector<Index> b(static_cast<size_t>(d.num_bags()));
-  for (Index a = 0; a < d.num_bags(); ++a) b[static_cast<size_t>(a)] = a;
-  return b;
-}
+using test::all_bags;
 
 // Fits with Adam and L-BFGS: the fit raises the ELBO from its start, its parameters and maps are
 // finite, and the predicted bag totals add up to the observed total within a factor of 2 (the

@@ -20,11 +20,7 @@
 namespace vbagg {
 namespace {
 
-std::vector<Index> all_of(const Dataset& d) {
-  std::vector<Index> bags(static_cast<size_t>(d.num_bags()));
-  for (Index a = 0; a < d.num_bags(); ++a) bags[static_cast<size_t>(a)] = a;
-  return bags;
-}
+using test::all_bags;
 
 // A Gaussian model observed at single pixels, with inducing inputs at those pixels: q's optimum is
 // the exact GP posterior, and max_q ELBO is the log evidence log N(y; mu 1, K + tau I).
@@ -172,7 +168,7 @@ TEST(PointSpread, LaplaceOfAConjugateModelIsTheEvidencesHessian) {
   SpreadOptions o;
   o.q_steps = 2;
   o.max_sd = 1e3;
-  const PointSpread s = laplace_spread(c.model, c.data, all_of(c.data), o);
+  const PointSpread s = laplace_spread(c.model, c.data, all_bags(c.data), o);
   EXPECT_TRUE(c.model.pack() == before) << "the model comes back as it went in";
   ASSERT_EQ(s.sd.size(), 4);
   const std::vector<Index> at = theta_entries(s);
@@ -209,7 +205,7 @@ TEST(PointSpread, WidensTheLatentVarianceByTheMeansSensitivity) {
   SpreadOptions o;
   o.q_steps = 2;
   o.max_sd = 1e3;
-  c.model.spread = laplace_spread(c.model, c.data, all_of(c.data), o);
+  c.model.spread = laplace_spread(c.model, c.data, all_bags(c.data), o);
   predict_latent(c.model, Xs, m1, v1, 1);
   EXPECT_TRUE(m1 == m0) << "the spread leaves the mean where it was";
   for (Index j = 0; j < Xs.cols(); ++j) {
@@ -245,7 +241,7 @@ TEST(PointSpread, HoldsAnUnboundedDirectionAtTheLargestSd) {
   SpreadOptions o;
   o.q_steps = 2;
   o.max_sd = 0.7;
-  m.spread = laplace_spread(m, data, all_of(data), o);
+  m.spread = laplace_spread(m, data, all_bags(data), o);
   const auto it = std::find(m.spread.names.begin(), m.spread.names.end(), "kernel.part0.ard.log_lengthscale[1]");
   ASSERT_NE(it, m.spread.names.end());
   EXPECT_NEAR(m.spread.sd[it - m.spread.names.begin()], 0.7, 1e-9);
@@ -265,7 +261,7 @@ TEST(PointSpread, LeavesAUnitEffectAtItsFloor) {
   const Dataset data = test::random_dataset(8, 2, 10, 2, spec.likelihood, 21);
   Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 22);
   m.unit_effect.log_sd = kUnitLogSdFloor;
-  const PointSpread s = laplace_spread(m, data, all_of(data), {});
+  const PointSpread s = laplace_spread(m, data, all_bags(data), {});
   const auto it = std::find(s.names.begin(), s.names.end(), "unit_effect.log_sd");
   ASSERT_NE(it, s.names.end());
   EXPECT_EQ(s.sd[it - s.names.begin()], 0.0);
@@ -282,7 +278,7 @@ TEST(PointSpread, NeedsADeterministicVariationalModel) {
   EXPECT_FALSE(spread_defined(map));
   const Dataset data = test::random_dataset(4, 2, 4, 2, LikelihoodKind::poisson, 1);
   Model m = test::random_model(map, make_kernel("ard", "none", 2, 0), 3, 2, 2);
-  EXPECT_THROW(laplace_spread(m, data, all_of(data), {}), ConfigError);
+  EXPECT_THROW(laplace_spread(m, data, all_bags(data), {}), ConfigError);
 }
 
 // fit() leaves the spread in the model when asked, and the fit itself is the same.
@@ -294,9 +290,9 @@ TEST(PointSpread, FitAddsItAfterTheSameFit) {
   fo.optimizer = Optimizer::lbfgs;
   fo.epochs = 60;
   Model plain = start, spread = start;
-  fit(plain, data, all_of(data), {}, fo);
+  fit(plain, data, all_bags(data), {}, fo);
   fo.point_spread = true;
-  fit(spread, data, all_of(data), {}, fo);
+  fit(spread, data, all_bags(data), {}, fo);
   EXPECT_EQ(plain.spread.directions(), 0);
   EXPECT_EQ(spread.spread.directions(), static_cast<Index>(spread.spread.names.size()));
   EXPECT_TRUE(spread.pack() == plain.pack());
@@ -307,7 +303,7 @@ TEST(PointSpread, FitAddsItAfterTheSameFit) {
   EXPECT_TRUE((v1.array() > v0.array()).all());
   // A new fit from the fitted model starts without the old spread.
   fo.point_spread = false;
-  fit(spread, data, all_of(data), {}, fo);
+  fit(spread, data, all_bags(data), {}, fo);
   EXPECT_EQ(spread.spread.directions(), 0);
 }
 

@@ -117,6 +117,13 @@ inline std::vector<SpecCase> all_specs() {
   return out;
 }
 
+// Every bag of a dataset, in order.
+inline std::vector<Index> all_bags(const Dataset& d) {
+  std::vector<Index> bags(static_cast<size_t>(d.num_bags()));
+  for (Index a = 0; a < d.num_bags(); ++a) bags[static_cast<size_t>(a)] = a;
+  return bags;
+}
+
 // A dataset with uneven bag sizes drawn from [min_size, max_size], Gaussian inputs and
 // population weights in [0.5, 2]. Responses suit the likelihood (counts, reals or positives).
 inline Dataset random_dataset(Index bags, Index min_size, Index max_size, Index D, LikelihoodKind lik, unsigned seed) {

@@ -243,6 +243,26 @@ bool bit_equal(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b) {
          std::memcmp(a.data(), b.data(), sizeof(double) * a.size()) == 0;
 }
 
+// A good model file's text with one edit (the first `from` replaced by `to`) must be refused with
+// a DataError mentioning `mention`.
+struct ModelFileEdits {
+  const test::TempDir& dir;
+  std::string good;
+  void operator()(const std::string& from, const std::string& to, const std::string& mention) const {
+    std::string text = good;
+    const auto at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+    std::ofstream(dir / "bad.yaml") << text;
+    try {
+      io::read_model_file(dir / "bad.yaml");
+      FAIL() << "accepted a file with " << to;
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
+    }
+  }
+};
+
 // The point estimates' spread: its directions to the bit, its sds by name, and a direction of the
 // wrong length named.
 TEST(ModelFile, RoundTripsThePointSpread) {
@@ -271,17 +291,8 @@ TEST(ModelFile, RoundTripsThePointSpread) {
   EXPECT_EQ(read_text(dir / "plain.yaml").find("point_spread"), std::string::npos);
   EXPECT_EQ(io::read_model_file(dir / "plain.yaml").model.spread.directions(), 0);
 
-  std::string text = read_text(dir / "model.yaml");
-  const std::string key = "    field:\n      - [";
-  ASSERT_NE(text.find(key), std::string::npos);
-  text.replace(text.find(key), key.size(), key + "0.5, ");
-  std::ofstream(dir / "bad.yaml") << text;
-  try {
-    io::read_model_file(dir / "bad.yaml");
-    FAIL() << "a direction of the wrong length was read";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("model.point_spread.field[0]"), std::string::npos) << e.what();
-  }
+  const ModelFileEdits expect_broken{dir, read_text(dir / "model.yaml")};
+  expect_broken("    field:\n      - [", "    field:\n      - [0.5, ", "model.point_spread.field[0]");
 }
 
 TEST(ModelFile, RoundTripsExactly) {
@@ -312,26 +323,6 @@ TEST(ModelFile, RoundTripsExactly) {
   EXPECT_TRUE(std::isnan(g.training.best_holdout_nll));
   EXPECT_EQ(g.config["model"]["link"].as<std::string>(), "identity");
 }
-
-// A good model file's text with one edit (the first `from` replaced by `to`) must be refused with
-// a DataError mentioning `mention`.
-struct ModelFileEdits {
-  const test::TempDir& dir;
-  std::string good;
-  void operator()(const std::string& from, const std::string& to, const std::string& mention) const {
-    std::string text = good;
-    const auto at = text.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    text.replace(at, from.size(), to);
-    std::ofstream(dir / "bad.yaml") << text;
-    try {
-      io::read_model_file(dir / "bad.yaml");
-      FAIL() << "accepted a file with " << to;
-    } catch (const DataError& e) {
-      EXPECT_NE(std::string(e.what()).find(mention), std::string::npos) << e.what();
-    }
-  }
-};
 
 // A space-time model: its product kernel (terms, factors, the fixed variance) and its periods.
 TEST(ModelFile, RoundTripsSpaceTime) {
