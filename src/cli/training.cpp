@@ -206,6 +206,9 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   spdlog::info("stopped after {} epochs ({}): objective {:.8g}{}", result.epochs, result.stop_reason, result.elbo,
                split.holdout.empty() ? std::string()
                                      : fmt::format(", holdout NLL {:.6g}", held_out_nll(model, d, split.holdout, fo)));
+  if (!result.spread_skipped.empty())
+    spdlog::warn("the point estimates' spread was not estimated ({}): the intervals take them as known",
+                 result.spread_skipped);
   if (result.recovered_steps)
     spdlog::warn("{} steps gave a non-finite objective and were rolled back with a smaller learning rate",
                  result.recovered_steps);

@@ -596,7 +596,11 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   if (options.point_spread && spread_defined(model.spec) && res.stop_reason != "callback") {
     SpreadOptions so;
     so.objective = objective_options(options);
-    model.spread = laplace_spread(model, data, held_here(train, options), so);
+    try {
+      model.spread = laplace_spread(model, data, held_here(train, options), so);
+    } catch (const NumericalError& e) {
+      res.spread_skipped = e.what();
+    }
   }
   record_unit_posteriors(model, data, train, options);
   return res;

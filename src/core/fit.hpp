@@ -84,6 +84,9 @@ struct FitResult {
   double best_holdout_nll = NAN;
   int best_epoch = 0;
   int recovered_steps = 0;  // steps rolled back after a non-finite objective
+  // Why the point estimates' spread was asked for and not estimated (the objective was not finite
+  // next to the fit); empty otherwise. The fit itself stands.
+  std::string spread_skipped;
 };
 
 // Whether fit() runs two stages for this model: its likelihood asks for them

@@ -281,6 +281,21 @@ TEST(PointSpread, NeedsADeterministicVariationalModel) {
   EXPECT_THROW(laplace_spread(m, data, all_bags(data), {}), ConfigError);
 }
 
+// Where the objective is not finite around the model, the spread is refused with a NumericalError
+// (which fit() turns into FitResult::spread_skipped) and the model comes back as it went in.
+TEST(PointSpread, RefusesANonFiniteNeighbourhoodAndKeepsTheModel) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  const Dataset data = test::random_dataset(6, 2, 6, 2, spec.likelihood, 41);
+  Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 42);
+  m.mean = 800;  // e^800 overflows every expected count
+  const Vector before = m.pack();
+  const double jitter = m.jitter;
+  EXPECT_THROW(laplace_spread(m, data, all_bags(data), {}), NumericalError);
+  EXPECT_TRUE(m.pack() == before);
+  EXPECT_EQ(m.jitter, jitter);
+  EXPECT_EQ(m.spread.directions(), 0);
+}
+
 // fit() leaves the spread in the model when asked, and the fit itself is the same.
 TEST(PointSpread, FitAddsItAfterTheSameFit) {
   const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
