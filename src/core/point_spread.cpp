@@ -36,7 +36,7 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   // A unit effect's log sigma_u held at its floor has no gradient below it: it stays as it is.
   std::vector<Index> free;
   {
-    Vector probe = Vector::Ones(model.num_params()) * -1.0;
+    Vector probe = Vector::Constant(model.num_params(), -1.0);
     drop_gradient_past_floor(model, probe);
     for (Index j = 0; j < pe.count; ++j)
       if (probe[pe.begin + j] != 0) free.push_back(j);

@@ -42,7 +42,8 @@ bool spread_defined(const ModelSpec& spec);
 
 // The spread of the model's point estimates on the listed bags (all of them, or with
 // objective.processes this process's share; every process calls it alike). The model comes back
-// as it went in. Throws NumericalError when the objective is not finite around the fit.
+// as it went in (its parameters through their packed form, so q's Cholesky diagonal to rounding).
+// Throws NumericalError when the objective is not finite around the fit.
 PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<Index>& bags,
                            const SpreadOptions& options);
 

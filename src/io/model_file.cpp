@@ -159,7 +159,6 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
   }
 }
 
-// The index of the task named `task` among spec.tasks.
 // model.point_spread: directions as rows, each the field's F entries and q's mean's entries.
 void read_point_spread(const Reader& r, const YAML::Node& ps, Model& m) {
   const Index F = param_slice(m, ParamBlockId::likelihood).offset - param_slice(m, ParamBlockId::mean).offset;
@@ -178,6 +177,7 @@ void read_point_spread(const Reader& r, const YAML::Node& ps, Model& m) {
   if (const YAML::Node sd = ps["sd"]; sd && sd.IsMap()) {
     std::vector<double> values;
     for (const auto& kv : sd) {
+      if (!kv.first.IsScalar()) r.broken("'model.point_spread.sd' must map parameter names to numbers");
       m.spread.names.push_back(kv.first.as<std::string>());
       values.push_back(r.get<double>(sd, m.spread.names.back(), "model.point_spread.sd."));
     }
@@ -185,6 +185,7 @@ void read_point_spread(const Reader& r, const YAML::Node& ps, Model& m) {
   }
 }
 
+// The index of the task named `task` among spec.tasks.
 Index task_of(const Reader& r, const ModelSpec& spec, const std::string& task, const std::string& name) {
   if (const Index d = spec.find_task(task); d >= 0) return d;
   r.broken("'" + name + "' names the task '" + task + "', which 'model.tasks' does not list");
