@@ -27,6 +27,8 @@ PointEntries point_entries(const Model& model) {
 
 }  // namespace
 
+Index spread_field_size(const Model& model) { return point_entries(model).field; }
+
 bool spread_defined(const ModelSpec& spec) { return !spec.map_estimate && !spec.any_sampled(); }
 
 PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<Index>& bags, const SpreadOptions& o) {

@@ -35,6 +35,10 @@ struct SpreadOptions {
   double max_sd = 1.0;
 };
 
+// The number of the field's parameters a direction moves (PointSpread::field's rows): the layout's
+// entries from the mean block to the mixing block.
+Index spread_field_size(const Model& model);
+
 // Whether a model's spread can be estimated: a variational model (not a MAP estimate) whose every
 // source has a deterministic expectation (bound or delta; the sampled one's draws would need fixing
 // for the differences, and fixed draws are what q must not fit).

@@ -7,7 +7,6 @@
 #include "denormals.hpp"
 #include "link.hpp"
 #include "metrics.hpp"
-#include "point_spread.hpp"
 #include "predict.hpp"
 
 namespace vbagg {
@@ -44,8 +43,7 @@ SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index per
   const Index N = X.cols() / periods;
   if (static_cast<Index>(keys.size()) != N) throw DataError("a span needs one draw key per pixel");
   if (samples < 2) throw ConfigError("a span's uncertainty needs at least 2 draws");
-  const Posterior post = compute_posterior(model);
-  const SpreadShifts shifts(model);
+  const LatentField field(model);
   const LinkFunction& link = link_of(model.spec.link);
   SpanPrediction out{Vector(N), Vector(N), Matrix(N, static_cast<Index>(quantiles.size()))};
 #pragma omp parallel num_threads(std::max(1, threads))
@@ -56,7 +54,7 @@ SpanPrediction predict_span_means(const Model& model, const Matrix& X, Index per
     Eigen::SelfAdjointEigenSolver<Matrix> eig;
 #pragma omp for schedule(dynamic, 64)
     for (Index i = 0; i < N; ++i) {
-      latent_joint(model, post, X.middleCols(i * periods, periods), m, C, &shifts);
+      latent_joint(model, field.posterior(), X.middleCols(i * periods, periods), m, C, &field.shifts());
       double mean = 0;
       for (Index p = 0; p < periods; ++p) mean += link.mean(m[p], C(p, p));
       out.mean[i] = mean / static_cast<double>(periods);

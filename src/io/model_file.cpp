@@ -8,7 +8,7 @@
 
 #include "atomic_file.hpp"
 #include "core/likelihood.hpp"
-#include "core/param_layout.hpp"
+#include "core/point_spread.hpp"
 #include "core/types.hpp"
 
 namespace vbagg::io {
@@ -161,7 +161,7 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
 
 // model.point_spread: directions as rows, each the field's F entries and q's mean's entries.
 void read_point_spread(const Reader& r, const YAML::Node& ps, Model& m) {
-  const Index F = param_slice(m, ParamBlockId::likelihood).offset - param_slice(m, ParamBlockId::mean).offset;
+  const Index F = spread_field_size(m);
   const YAML::Node field = r.at(ps, "field", "model.point_spread."), qm = r.at(ps, "q_mean", "model.point_spread.");
   if (!field.IsSequence() || !qm.IsSequence() || field.size() != qm.size())
     r.broken("'model.point_spread.field' and '.q_mean' must be lists of one row per direction");
