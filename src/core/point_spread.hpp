@@ -52,18 +52,20 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
                            const SpreadOptions& options);
 
 // The map's side of it: for a model with a spread, the derivative a_k(x) of the latent mean at x
-// along each direction k, by central differences of the means of the model moved along it.
+// along each direction k, by forward differences of the means of the model moved along it.
 // Var f(x) gains |a(x)|^2, and a joint draw gains a(x)^T eta with eta shared by every pixel.
 class SpreadShifts {
  public:
   explicit SpreadShifts(const Model& model);
-  Index directions() const { return static_cast<Index>(plus_.size()); }
+  Index directions() const { return static_cast<Index>(moved_.size()); }
   // A (directions() x X.cols()); column i is a(x_i).
   void into(const Eigen::Ref<const Matrix>& X, Matrix& A, LatentScratch& scratch) const;
 
  private:
-  std::vector<Model> plus_, minus_;
-  std::vector<Posterior> post_plus_, post_minus_;
+  Model base_;  // the model without its spread
+  Posterior post_base_;
+  std::vector<Model> moved_;  // moved by h along each direction
+  std::vector<Posterior> post_moved_;
   double h_ = 0;
 };
 
