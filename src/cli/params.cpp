@@ -465,7 +465,7 @@ std::vector<Param> make_params() {
        "Early stopping: epochs without improvement of the holdout NLL before stopping (the best epoch is kept); 0 is "
        "off. L-BFGS scores the holdout every 10 evaluations."},
       {"train.seed", T::integer, "1", {}, 0, 9.2e18, "Seed of inducing points, minibatches and initialisation."},
-      {"train.threads", T::integer, "0", {}, 0, 4096, "Threads; 0 uses every core."},
+      {"train.threads", T::integer, "0", {}, 0, 4096, "Threads; 0 uses every core. Where other work shares the cores, run with OMP_WAIT_POLICY=passive in the environment: threads waiting for work then sleep rather than spin (docs/benchmarks.md, section 9)."},
       {"train.holdout.fraction", T::real, "0.2", {}, 0, 0.9, "Fraction of units kept out of training for evaluation."},
       {"train.holdout.seed", T::integer, "1", {}, 0, 9.2e18, "Seed of the train/holdout split."},
       {"train.holdout.periods",
