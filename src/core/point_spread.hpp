@@ -27,8 +27,10 @@ struct SpreadOptions {
   ObjectiveOptions objective;  // threads and processes
   // Natural-gradient steps of size 1 that bring q to its optimum for a displaced theta before the
   // gradient is read (and for the fit's own theta, the reading the differences start from). Their
-  // error shrinks geometrically and enters the Hessian undivided by the displacement.
-  int q_steps = 3;
+  // error shrinks geometrically and enters the Hessian undivided by the displacement. On a
+  // 200-unit country (negative binomial, unit effect) the sds after 1, 2 and 3 steps were within
+  // 2e-3, 3e-4 and 2e-6 of those after 6: two leave less than the differences' own error.
+  int q_steps = 2;
   // The displacement of each parameter in the forward differences: their error is of its order,
   // relative, and rounding's is 1e-12 of the gradient over it.
   double step = 1e-3;
