@@ -43,10 +43,10 @@ Index spread_field_size(const Model& model);
 
 // Whether a model's spread can be estimated: a variational model (not a MAP estimate) whose every
 // source has a deterministic expectation (bound or delta). The sampled one's draws would need
-// fixing for the differences, and fixed draws are what q must not fit: readings that shared S
-// draws were tried on the conjugate model of the tests, and the steps on q fitted the draws'
-// sample covariance, whose eigenvalues spread by about sqrt(M/S). The sds came out 25 %, 10 % and
-// 2 % too small at S = 256, 1,024 and 4,096 (M = 30).
+// fixing for the differences, and fixed draws are what q must not fit. Readings that shared S
+// draws were tried on the conjugate model of the tests: the sds came out 25 %, 10 % and 2 % too
+// small at S = 256, 1,024 and 4,096 (M = 30), as q's steps would if they fitted the draws' sample
+// covariance, whose eigenvalues spread by about sqrt(M/S).
 bool spread_defined(const ModelSpec& spec);
 
 // The spread of the model's point estimates on the listed bags (all of them, or with
