@@ -112,12 +112,10 @@ SpreadShifts::SpreadShifts(const Model& model) {
   // model itself are accurate to about h of a_k, which as a variance is far below anything a map
   // shows, for one mean evaluation per direction rather than central differences' two.
   h_ = 1e-4;
-  base_ = model;
-  base_.spread = PointSpread();
-  post_base_ = compute_posterior(base_);
   const Vector theta = model.pack();
   for (Index k = 0; k < s.directions(); ++k) {
-    Model moved = base_;
+    Model moved = model;
+    moved.spread = PointSpread();
     Vector t = theta;
     t.segment(pe.begin, pe.field) += h_ * s.field.col(k);
     moved.unpack(t);
@@ -127,11 +125,11 @@ SpreadShifts::SpreadShifts(const Model& model) {
   }
 }
 
-void SpreadShifts::into(const Eigen::Ref<const Matrix>& X, Matrix& A, LatentScratch& scratch) const {
+void SpreadShifts::into(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Vector>& base, Matrix& A,
+                        LatentScratch& scratch) const {
   const Index len = X.cols();
   A.resize(directions(), len);
-  Vector base(len), moved(len);
-  latent_means_into(base_, post_base_, X, base, scratch);
+  Vector moved(len);
   for (Index k = 0; k < directions(); ++k) {
     latent_means_into(moved_[static_cast<size_t>(k)], post_moved_[static_cast<size_t>(k)], X, moved, scratch);
     A.row(k) = ((moved - base) / h_).transpose();

@@ -63,12 +63,12 @@ class SpreadShifts {
  public:
   explicit SpreadShifts(const Model& model);
   Index directions() const { return static_cast<Index>(moved_.size()); }
-  // A (directions() x X.cols()); column i is a(x_i).
-  void into(const Eigen::Ref<const Matrix>& X, Matrix& A, LatentScratch& scratch) const;
+  // A (directions() x X.cols()); column i is a(x_i). `base` is the model's own latent mean at X,
+  // which every caller has already computed; scratch's kernel rows are overwritten.
+  void into(const Eigen::Ref<const Matrix>& X, const Eigen::Ref<const Vector>& base, Matrix& A,
+            LatentScratch& scratch) const;
 
  private:
-  Model base_;  // the model without its spread
-  Posterior post_base_;
   std::vector<Model> moved_;  // moved by h along each direction
   std::vector<Posterior> post_moved_;
   double h_ = 0;

@@ -52,7 +52,7 @@ void predict_latent(const LatentField& field, const Matrix& X, Vector& mean, Vec
       latent_marginals_into(model, post, X.middleCols(begin, len), mean.segment(begin, len), var.segment(begin, len),
                             scratch);
       if (shifts.directions() == 0) continue;
-      shifts.into(X.middleCols(begin, len), A, scratch);
+      shifts.into(X.middleCols(begin, len), mean.segment(begin, len), A, scratch);
       var.segment(begin, len) += A.colwise().squaredNorm().transpose();
     }
   }
@@ -402,7 +402,7 @@ class LatentDraws {
     const Vector resid_sd = (s.s2 - s.T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
     Ft.noalias() = Zt_ * s.T;  // (T^T z)^T
     if (shifts_.directions() > 0) {
-      shifts_.into(X, s.A, s.latent);
+      shifts_.into(X, s.m, s.A, s.latent);
       Ft.noalias() += Et_ * s.A;
     }
     s.e.resize(samples_);

@@ -30,7 +30,7 @@ void latent_joint(const Model& model, const Posterior& post, const Eigen::Ref<co
   cov.noalias() -= F.transpose() * (post.Q * F);
   if (shifts && shifts->directions() > 0) {
     Matrix A;
-    shifts->into(X, A, scratch);
+    shifts->into(X, mean, A, scratch);
     cov.noalias() += A.transpose() * A;
   }
 }
