@@ -6,7 +6,8 @@
 #          saw as districts, scored as new units.
 #  survey: clusters (points: 20-40 tested at a pixel) and the units' survey (100-500 tested per
 #          unit); fits of each and of both. Pixel metrics of prevalence over every unit's pixels.
-#   bench/experiments/sources.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3]
+#   bench/experiments/sources.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--set KEY=VALUE ...]
+# (--set is passed to every fit.)
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,11 +17,13 @@ bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 seeds="1 2 3" units=120 noise=0.3
+sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --units) units=$2; shift 2 ;;
     --noise) noise=$2; shift 2 ;;
+    --set) sets+=(--set "$2"); shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +47,7 @@ fit_and_score() {
   local d=$1 name=$2 pixels_config=$3 counts_config=$4 truth=$5
   local start seconds
   start=$(date +%s.%N)
-  "$bin/vbagg-train" --config "$d/data/$name.yaml" --out "$d/$name" -q --threads 2 2>/dev/null
+  "$bin/vbagg-train" --config "$d/data/$name.yaml" --out "$d/$name" -q --threads 2 "${sets[@]}" 2>/dev/null
   seconds=$(echo "$(date +%s.%N) - $start" | bc)
   "$bin/vbagg-eval" --model "$d/$name/model.yaml" --config "$d/data/$pixels_config" --split all \
     --truth "$d/data/$truth" --json "$d/$name.pixels.json" -q >/dev/null

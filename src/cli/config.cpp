@@ -93,6 +93,8 @@ void check_value(const Param& p, const YAML::Node& v, const std::string& source)
       return;
     case ParamType::integer: {
       const std::string s = scalar();
+      // An integer setting may also take a listed word (train.polish: auto).
+      if (std::find(p.choices.begin(), p.choices.end(), s) != p.choices.end()) return;
       long long x;
       try {
         x = v.as<long long>();

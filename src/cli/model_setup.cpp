@@ -250,8 +250,19 @@ int thread_count(const Settings& settings, int cli_threads) {
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   if (settings.train.optimizer) return *settings.train.optimizer;
   // A sampled expectation needs fresh draws every step and plain gradient steps.
-  if (model_spec(settings).any_sampled()) return Optimizer::adam;
+  const ModelSpec spec = model_spec(settings);
+  if (spec.any_sampled()) return Optimizer::adam;
+  // A MAP estimate has no q for natural-gradient steps.
+  if (spec.map_estimate) return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::adam;
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
+}
+
+int default_polish(const Settings& settings, Optimizer optimizer) {
+  if (settings.train.polish) return *settings.train.polish;
+  const ModelSpec spec = model_spec(settings);
+  const bool measured = optimizer == Optimizer::lbfgs && !settings.periods && spec.num_sources() == 1 &&
+                        !spec.map_estimate && settings.model.kind != ModelKind::constant;
+  return measured ? kAutoPolish : 0;
 }
 
 // auto: the annealed steps that variational fixed effects need to settle (several tasks).
@@ -283,7 +294,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.schedule = default_schedule(settings);
   o.epochs = t.epochs > 0 ? t.epochs : default_epochs(settings, o.optimizer);
   o.first_stage_epochs = t.first_stage_epochs;
-  o.polish = t.polish;
+  o.polish = default_polish(settings, o.optimizer);
   o.batch_bags = t.batch_bags;
   o.tolerance = t.tolerance;
   o.patience = t.patience;

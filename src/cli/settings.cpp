@@ -67,7 +67,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (schedule != "auto") t.schedule = parse_schedule(schedule);
   t.epochs = static_cast<int>(r.integer("train.epochs"));
   t.first_stage_epochs = static_cast<int>(r.integer("train.first_stage_epochs"));
-  t.polish = static_cast<int>(r.integer("train.polish"));
+  if (r.text("train.polish") != "auto") t.polish = static_cast<int>(r.integer("train.polish"));
   t.batch_bags = r.integer("train.batch_bags");
   t.tolerance = r.real("train.tolerance");
   t.patience = static_cast<int>(r.integer("train.patience"));

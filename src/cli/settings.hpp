@@ -36,7 +36,8 @@ struct Settings {
     std::optional<Optimizer> optimizer;  // nullopt: auto
     std::optional<Schedule> schedule;    // nullopt: auto (fit_options: anneal for several tasks)
     double learning_rate = 0, natgrad_step = 0, tolerance = 0, holdout_fraction = 0;
-    int epochs = 0, first_stage_epochs = 0, polish = 0, patience = 0, threads = 0;
+    int epochs = 0, first_stage_epochs = 0, patience = 0, threads = 0;
+    std::optional<int> polish;  // nullopt: auto
     Index batch_bags = 0;
     unsigned long long seed = 0, holdout_seed = 0;
     std::string holdout_periods;  // data.time's form; empty: none

@@ -478,8 +478,9 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
   return res;
 }
 
-// The polish after a natgrad fit's epochs (FitOptions::polish): every accepted step is reported as
-// one more epoch, with the held-out NLL, so early stopping and the history see it.
+// The polish after a natgrad or L-BFGS fit's epochs (FitOptions::polish): every accepted step is
+// reported as one more epoch, with the held-out NLL, so early stopping, the history and the
+// tolerance see it.
 void polish_after(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
                   const FitOptions& o, Clock::time_point t0, FitResult& res) {
   PolishOptions po;
@@ -487,7 +488,8 @@ void polish_after(Model& model, const Dataset& data, const std::vector<Index>& t
   po.q_steps = o.polish_q_steps;
   po.gain_cap = o.polish_gain_cap;
   po.objective = objective_options(o);
-  bool early = false;
+  bool early = false, converged = false;
+  ConvergenceTest convergence(o.tolerance);
   po.accepted = [&](double elbo) {
     ++res.epochs;
     res.elbo = elbo;
@@ -498,10 +500,11 @@ void polish_after(Model& model, const Dataset& data, const std::vector<Index>& t
     info.seconds = seconds_since(t0);
     if (o.on_epoch && !o.on_epoch(info)) return false;
     early = holdout.exhausted(res.epochs - holdout.epoch_offset);
-    return !early;
+    converged = !early && convergence.converged(elbo);
+    return !early && !converged;
   };
   const PolishResult p = polish(model, data, held_here(train, o), po);
-  res.stop_reason = early ? "early_stopping" : p.stop_reason;
+  res.stop_reason = early ? "early_stopping" : converged ? "converged" : p.stop_reason;
 }
 
 }  // namespace
@@ -532,9 +535,13 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   HoldoutTracker tracker{data, holdout, options, INFINITY, 0, Vector(), 0.0};
   if (options.optimizer != Optimizer::adam && model.spec.any_sampled())
     throw ConfigError(
-        "model.expectation sample needs train.optimizer adam: L-BFGS needs a deterministic objective (draws fixed "
-        "for a whole run let q fit them), and natural-gradient steps from sampled gradients of q's covariance "
-        "diverge once q is concentrated");
+        "model.expectation sample needs train.optimizer adam: L-BFGS and the polish need a deterministic "
+        "objective (draws fixed for a whole run let q fit them), and natural-gradient steps from "
+        "sampled gradients of q's covariance diverge once q is concentrated");
+  if (options.optimizer == Optimizer::lbfgs && options.polish > 0 && model.spec.map_estimate)
+    throw ConfigError(
+        "train.polish needs a variational posterior for its natural-gradient steps; a MAP estimate (model.kind "
+        "nystrom) has none: set train.polish to 0");
   if (options.optimizer == Optimizer::natgrad) {
     if (model.spec.map_estimate)
       throw ConfigError(
@@ -584,8 +591,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   } else {
     res = run(options, ParamSlice{});
   }
-  if (options.optimizer == Optimizer::natgrad && options.polish > 0 && res.stop_reason != "callback" &&
-      res.stop_reason != "early_stopping")
+  if ((options.optimizer == Optimizer::natgrad || options.optimizer == Optimizer::lbfgs) && options.polish > 0 &&
+      res.stop_reason != "callback" && res.stop_reason != "early_stopping")
     polish_after(model, data, train, tracker, options, t0, res);
   if (!holdout.empty()) {
     res.best_holdout_nll = tracker.best;

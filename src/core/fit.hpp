@@ -55,9 +55,10 @@ struct FitOptions {
   // first_stage_epochs epochs, then freed in a second of at most `epochs`.
   bool staged = true;
   int first_stage_epochs = 50;
-  // natgrad: after the epochs, at most this many full-batch evaluations of quasi-Newton steps on
-  // everything after q, with q following by natural-gradient steps (polish.hpp); each is reported
-  // to on_epoch as one more epoch. 0: none.
+  // natgrad and lbfgs (not a MAP estimate): after the epochs, at most this many full-batch
+  // evaluations of quasi-Newton steps on everything after q, with q following by natural-gradient
+  // steps (polish.hpp); each is reported to on_epoch as one more epoch, and `tolerance` ends it
+  // like the epochs. 0: none.
   int polish = 0;
   int polish_q_steps = 2;        // PolishOptions::q_steps
   double polish_gain_cap = 4.0;  // PolishOptions::gain_cap

@@ -156,6 +156,23 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
       ConfigError);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({"model.expectation=sample"})), 10), Optimizer::adam);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({})), kFullBatchPixels + 1), Optimizer::natgrad);
+  // Full batch: L-BFGS and, where measured (one period, one source, a variational model), the
+  // polish after it; L-BFGS without it for a MAP estimate, Adam above the full-batch size.
+  const Settings defaults = settings_of(defaults_with({}));
+  EXPECT_EQ(choose_optimizer(defaults, kFullBatchPixels), Optimizer::lbfgs);
+  EXPECT_EQ(fit_options(defaults, 1, 1000).polish, kAutoPolish);
+  EXPECT_EQ(fit_options(defaults, 1, kFullBatchPixels + 1).polish, 0);  // natgrad
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=7"})), 1, 1000).polish, 7);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=0"})), 1, 1000).polish, 0);
+  EXPECT_THROW(defaults_with({"train.polish=some"}), ConfigError);
+  const Settings map = settings_of(defaults_with({"model.kind=nystrom", "model.likelihood=poisson"}));
+  EXPECT_EQ(choose_optimizer(map, 1000), Optimizer::lbfgs);
+  EXPECT_EQ(fit_options(map, 1, 1000).polish, 0);
+  EXPECT_EQ(choose_optimizer(map, kFullBatchPixels + 1), Optimizer::adam);
+  const Settings months = settings_of(defaults_with({"data.time=2019-01..2019-06"}));
+  EXPECT_EQ(fit_options(months, 1, 1000).epochs, 1500);
+  EXPECT_EQ(fit_options(months, 1, 1000).polish, 0);  // not measured on several periods
+  EXPECT_THROW(parse_optimizer("newton"), ConfigError);
 }
 
 }  // namespace

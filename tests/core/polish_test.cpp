@@ -150,8 +150,8 @@ TEST(Polish, CapsWhatAFirstTrialPromises) {
   EXPECT_GT(backtracked, 0);
 }
 
-// Only natural-gradient epochs are polished: an Adam fit with a polish budget is the Adam fit.
-TEST(Polish, FollowsNaturalGradientEpochsOnly) {
+// Only natural-gradient and L-BFGS epochs are polished: an Adam fit with a polish budget is the Adam fit.
+TEST(Polish, DoesNotFollowAdam) {
   Problem p = poisson_problem(6);
   const std::vector<Index> all = every_bag(p.data);
   Model with = p.model, without = p.model;
@@ -188,6 +188,82 @@ TEST(Polish, NeverEndsBelowItsStart) {
     }
   }
   EXPECT_GT(returned, 0);
+}
+
+// The polish after L-BFGS (FitOptions::polish with Optimizer::lbfgs) goes on from where L-BFGS's
+// budget ended it: its steps are reported as epochs after L-BFGS's, each better than the one
+// before, and the fit ends higher than L-BFGS alone.
+TEST(Polish, FollowsLbfgs) {
+  for (unsigned seed : {4u, 9u}) {
+    Problem p = poisson_problem(seed);
+    const std::vector<Index> all = every_bag(p.data);
+    Model alone = p.model;
+    FitOptions o;
+    o.optimizer = Optimizer::lbfgs;
+    o.epochs = 40;
+    o.polish = 30;
+    std::vector<double> seen;
+    o.on_epoch = [&](const EpochInfo& e) {
+      seen.push_back(e.elbo);
+      return true;
+    };
+    const FitResult r = fit(p.model, p.data, all, {}, o);
+    EXPECT_EQ(r.stop_reason, "polish_budget") << "seed " << seed;
+    ASSERT_GT(r.epochs, 50) << "seed " << seed;
+    ASSERT_EQ(static_cast<int>(seen.size()), r.epochs);
+    for (size_t k = 41; k < seen.size(); ++k) EXPECT_GT(seen[k], seen[k - 1]) << "seed " << seed << " step " << k - 40;
+    o.polish = 0;
+    o.on_epoch = nullptr;
+    fit(alone, p.data, all, {}, o);
+    const double polished = elbo(p.model, p.data, nullptr).elbo, quasi = elbo(alone, p.data, nullptr).elbo;
+    EXPECT_NEAR(polished, r.elbo, 1e-10 * std::abs(r.elbo)) << "seed " << seed;
+    EXPECT_GT(polished, quasi + 1.0) << "seed " << seed;
+  }
+}
+
+// train.tolerance ends a polish (after natural-gradient or L-BFGS epochs) at the first step whose
+// objective moved by less than it, relative, over the 10 steps before, and reports "converged";
+// without it the same fit runs on. (On this problem the objective creeps on along a ridge, the mean
+// falling as the kernel's variance grows, so only the tolerance ends it.)
+TEST(Polish, StopsAtTheTolerance) {
+  const double tol = 1e-3;
+  for (Optimizer opt : {Optimizer::natgrad, Optimizer::lbfgs}) {
+    Problem p = poisson_problem(9);
+    const std::vector<Index> all = every_bag(p.data);
+    Model untolerant = p.model;
+    FitOptions o = natgrad_options(10, 300);
+    o.optimizer = opt;
+    const FitResult full = fit(untolerant, p.data, all, {}, o);
+    EXPECT_EQ(full.stop_reason, "polish_budget") << to_string(opt);
+    std::vector<double> seen;
+    o.tolerance = tol;
+    o.on_epoch = [&](const EpochInfo& e) {
+      seen.push_back(e.elbo);
+      return true;
+    };
+    const FitResult r = fit(p.model, p.data, all, {}, o);
+    EXPECT_EQ(r.stop_reason, "converged") << to_string(opt);
+    EXPECT_LT(r.epochs, full.epochs) << to_string(opt);
+    // The polish's steps follow the 10 epochs (the tolerance needs more than 10 readings to end them).
+    ASSERT_GT(seen.size(), 10u);
+    const std::vector<double> steps(seen.begin() + 10, seen.end());
+    const size_t n = steps.size();
+    ASSERT_GT(n, 11u) << to_string(opt);
+    auto moved = [&](size_t k) { return std::abs(steps[k] - steps[k - 10]) / std::abs(steps[k - 10]); };
+    EXPECT_LE(moved(n - 1), tol) << to_string(opt);
+    for (size_t k = 10; k + 1 < n; ++k) EXPECT_GT(moved(k), tol) << to_string(opt) << " step " << k;
+  }
+}
+
+// A MAP estimate has no q for the polish's natural-gradient steps: asking for one is refused.
+TEST(Polish, NeedsAVariationalPosterior) {
+  Problem p = poisson_problem(4);
+  FitOptions o;
+  o.optimizer = Optimizer::lbfgs;
+  o.epochs = 5;
+  o.polish = 5;
+  p.model.spec.map_estimate = true;
+  EXPECT_THROW(fit(p.model, p.data, every_bag(p.data), {}, o), ConfigError);
 }
 
 }  // namespace
