@@ -1,4 +1,4 @@
-// The polish after a natural-gradient fit (FitOptions::polish): quasi-Newton steps on the kernel,
+// The polish after a natural-gradient or L-BFGS fit (FitOptions::polish): quasi-Newton steps on the kernel,
 // mean and the rest, with q following by full-batch natural-gradient steps.
 //
 // Minibatch Adam moves those ~40 numbers along a narrow valley (the mean, the kernel variances and
@@ -6,6 +6,10 @@
 // fit short of its optimum long after q has settled (docs/benchmarks.md, "Time to fit"). With q
 // brought to its optimum for the rest before every reading, the gradient of the rest is that of
 // the profile objective max_q ELBO, in which the valley is gone, and L-BFGS on it converges.
+//
+// It also follows L-BFGS over q and the rest together, which stops at its budget far from the
+// optimum where the counts pin the field and q must contract far from the prior: there q's own
+// natural-gradient steps get it there (docs/experiments.md, "The polish after L-BFGS").
 #pragma once
 
 #include <cmath>
