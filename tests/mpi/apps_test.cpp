@@ -40,8 +40,11 @@ fs::path scratch(const std::string& name) {
 // L-BFGS (the optimizer `auto` picks for the example) and Adam with held-out early stopping.
 TEST(Mpirun, TrainMatchesOneProcess) {
   const fs::path dir = scratch("train");
+  // L-BFGS without its polish: the polish's steps of size 1 on q carry the processes' different
+  // summation order into the last digits over many steps (1e-7 after a fit's worth); a few of them
+  // keep 1e-10 (Distributed.FitMatchesOneProcess).
   for (const std::string optimizer : {"lbfgs", "adam"}) {
-    const std::string settings = "--set train.optimizer=" + optimizer + " --set train.patience=20";
+    const std::string settings = "--set train.optimizer=" + optimizer + " --set train.patience=20 --set train.polish=0";
     const fs::path one_dir = dir / (optimizer + "_one");
     const test::RunResult one = test::run(train_command(one_dir.string(), settings));
     ASSERT_EQ(0, one.code) << one.output;

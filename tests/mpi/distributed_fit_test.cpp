@@ -127,7 +127,7 @@ struct FitCase {
   int polish = 0;
 };
 
-// A fixed number of steps of every optimiser (natgrad also with its polish), with held-out bags
+// A fixed number of steps of every optimiser (natgrad and lbfgs also with their polish), with held-out bags
 // and early-stopping bookkeeping, and the staged negative binomial fit: parameters and objective to 1e-10.
 TEST(Distributed, FitMatchesOneProcess) {
   const Dataset data = count_data(8);
@@ -140,6 +140,7 @@ TEST(Distributed, FitMatchesOneProcess) {
         FitCase{"lbfgs", Optimizer::lbfgs, LikelihoodKind::poisson, Expectation::bound},
         FitCase{"natgrad", Optimizer::natgrad, LikelihoodKind::poisson, Expectation::bound},
         FitCase{"natgrad_polished", Optimizer::natgrad, LikelihoodKind::poisson, Expectation::bound, 4},
+        FitCase{"lbfgs_polished", Optimizer::lbfgs, LikelihoodKind::poisson, Expectation::bound, 4},
         FitCase{"adam_staged_nb", Optimizer::adam, LikelihoodKind::negative_binomial, Expectation::delta}}) {
     ModelSpec spec = test::spec_of(c.likelihood, Link::exp, CovarianceMode::nystrom, c.expectation);
     spec.linear_inputs = 3;
