@@ -79,8 +79,8 @@ struct FitOptions {
 struct FitResult {
   int epochs = 0;
   // "max_epochs", "converged", "early_stopping", "callback", "line_search", "annealed"; after a
-  // polish "converged" (FitOptions::tolerance ended it), "polished" (no step improved the objective) or
-  // "polish_budget" (FitOptions::polish ran out).
+  // polish "converged" (FitOptions::tolerance ended it), "polished" (no step improved the
+  // objective) or "polish_budget" (FitOptions::polish ran out).
   std::string stop_reason;
   double elbo = 0;  // final epoch's ELBO estimate
   double best_holdout_nll = NAN;

@@ -1,5 +1,5 @@
-// The polish after a natural-gradient or L-BFGS fit (FitOptions::polish): quasi-Newton steps on the kernel,
-// mean and the rest, with q following by full-batch natural-gradient steps.
+// The polish after a natural-gradient or L-BFGS fit (FitOptions::polish): quasi-Newton steps on
+// the kernel, mean and the rest, with q following by full-batch natural-gradient steps.
 //
 // Minibatch Adam moves those ~40 numbers along a narrow valley (the mean, the kernel variances and
 // q's whitened mean trade off) at the pace of the gradient's signal-to-noise ratio, and leaves the
