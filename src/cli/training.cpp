@@ -172,8 +172,7 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   const int first = fits_in_stages(spec, fo) ? std::min(fo.epochs, fo.first_stage_epochs) : 0;
   // Without a progress bar (batch runs, logs to files) epochs are logged at info level instead.
   const bool bar = show_progress && stderr_is_terminal();
-  const bool polished = fo.optimizer == Optimizer::natgrad || fo.optimizer == Optimizer::lbfgs;
-  const int polish = polished ? fo.polish : 0;
+  const int polish = polish_follows(fo.optimizer) ? fo.polish : 0;
   if (fo.polish > 0 && polish == 0)
     spdlog::warn("train.polish follows natural-gradient or L-BFGS epochs only; this {} fit has none",
                  to_string(fo.optimizer));

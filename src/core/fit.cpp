@@ -37,6 +37,8 @@ std::string to_string(Optimizer o) {
   return "?";
 }
 
+bool polish_follows(Optimizer o) { return o == Optimizer::natgrad || o == Optimizer::lbfgs; }
+
 Schedule parse_schedule(const std::string& s) {
   if (s == "constant") return Schedule::constant;
   if (s == "cosine") return Schedule::cosine;
@@ -591,8 +593,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   } else {
     res = run(options, ParamSlice{});
   }
-  if ((options.optimizer == Optimizer::natgrad || options.optimizer == Optimizer::lbfgs) && options.polish > 0 &&
-      res.stop_reason != "callback" && res.stop_reason != "early_stopping")
+  if (polish_follows(options.optimizer) && options.polish > 0 && res.stop_reason != "callback" &&
+      res.stop_reason != "early_stopping")
     polish_after(model, data, train, tracker, options, t0, res);
   if (!holdout.empty()) {
     res.best_holdout_nll = tracker.best;

@@ -16,6 +16,8 @@ namespace vbagg {
 enum class Optimizer { adam, lbfgs, natgrad };
 Optimizer parse_optimizer(const std::string& s);
 std::string to_string(Optimizer o);
+// Whether FitOptions::polish follows this optimiser's epochs (natgrad and lbfgs; Adam's are not).
+bool polish_follows(Optimizer o);
 
 // How Adam's learning rate and the natural-gradient step change over the epochs of adam and
 // natgrad fits. constant: they keep their values. cosine: both fall along half a cosine from
