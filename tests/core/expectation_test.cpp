@@ -4,6 +4,7 @@
 
 #include <Eigen/Cholesky>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/likelihood.hpp"
@@ -140,6 +141,56 @@ TEST(Expectation, NegativeBinomialPmfIsNormalised) {
   EXPECT_NEAR(total, 1.0, 1e-10);
   EXPECT_NEAR(first, mean, 1e-8);
   EXPECT_NEAR(second - first * first, mean + mean * mean / r, 1e-6);
+}
+
+// l_a approximates E_q[log p(y_a | mu_a)], and no expectation of log p(y | mu) exceeds its largest
+// value, log p(y | mu = y): a term above it is an objective a fit can climb without limit. Checked
+// for both count likelihoods, both expectations, with and without a unit effect, over posteriors
+// from tight to wide whose expected count sits below, at and above the observed one, and for a bag
+// of zero weight (a unit without population in its period), which adds exactly nothing.
+TEST(Expectation, NoBagTermExceedsTheCountsLargestLikelihood) {
+  std::mt19937_64 rng(61);
+  std::normal_distribution<double> normal;
+  const double none = std::numeric_limits<double>::quiet_NaN();
+  for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
+    for (Expectation ex : {Expectation::bound, Expectation::delta})
+      for (double log_sd : {none, -4.0, -0.5, 1.0})  // none: no unit effect
+        for (double log_r : {-2.0, 2.0, 10.0}) {
+          if (lik == LikelihoodKind::poisson && log_r != 2.0) continue;
+          ModelSpec spec = count_spec(lik, ex, CovarianceMode::exact);
+          spec.unit_effect = !std::isnan(log_sd);
+          const Vector params = lik == LikelihoodKind::poisson ? Vector() : Vector::Constant(1, log_r);
+          const double r = std::exp(log_r);
+          for (double y : {0.0, 1.0, 30.0, 5000.0}) {
+            const double largest = y == 0 ? 0.0 : count_logp(lik, y, r, y);
+            for (Index n : {1, 3, 12})
+              for (double scale : {1e-4, 0.01, 1.0, 10.0})
+                for (double shift : {-5.0, 0.0, 5.0, none}) {  // none: zero weights
+                  const Matrix A = Matrix::NullaryExpr(n, n, [&] { return normal(rng); });
+                  const Matrix C = scale * (A * A.transpose() / static_cast<double>(n) + 0.1 * Matrix::Identity(n, n));
+                  const Vector s2 = C.diagonal();
+                  Vector w = Vector::NullaryExpr(n, [&] { return std::exp(normal(rng)); });
+                  Vector m = Vector::NullaryExpr(n, [&] { return 0.3 * normal(rng); });
+                  // E[mu] = e^shift max(y, 1).
+                  m.array() +=
+                      std::log(std::max(y, 1.0)) + shift - std::log((w.array() * (m + 0.5 * s2).array().exp()).sum());
+                  if (std::isnan(shift)) w.setZero();
+                  BagPosterior bag(m, s2, w, y);
+                  bag.C = &C;
+                  bag.has_unit_effect = spec.unit_effect;
+                  bag.unit_log_sd = spec.unit_effect ? log_sd : 0.0;
+                  const double term = bag_term(spec, params, bag, nullptr);
+                  SCOPED_TRACE(to_string(lik) + " " + to_string(ex) + " log sd " + std::to_string(log_sd) + " log r " +
+                               std::to_string(log_r) + " y " + std::to_string(y) + " n " + std::to_string(n) +
+                               " scale " + std::to_string(scale) + " shift " + std::to_string(shift));
+                  if (std::isnan(shift)) {
+                    EXPECT_EQ(term, y == 0 ? 0.0 : -INFINITY);
+                  } else {
+                    EXPECT_LE(term, largest + 1e-9 * std::max(1.0, std::abs(largest)));
+                  }
+                }
+          }
+        }
 }
 
 }  // namespace

@@ -191,16 +191,20 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
   double value = 0;
   Vector dp = Vector::Zero(params.size());
   if (d) d->assign(n, CountMomentsGradient{});
-  // The bags that enter the mixture; a bag of zero weight has p(y | 0) = 1 for y = 0 whatever u is.
+  // The bags that enter the mixture; a bag of zero mean has p(y | 0) = 1 for y = 0 whatever u is,
+  // and adds nothing. Not even the pmf's constant: that is one half of log p(0 | 0) = 0, whose
+  // other half is the kernel's limit (the negative binomial's r log r and -r log r), and alone it
+  // would reward a growing dispersion without bound.
   std::vector<size_t> in;
   for (size_t j = 0; j < n; ++j) {
+    if (mo[j].mean == 0) {
+      if (y[j] != 0) value = -std::numeric_limits<double>::infinity();
+      continue;
+    }
     Vector dconst;
     value += lik.log_pmf_constant(y[j], params, g_params ? &dconst : nullptr);
     if (g_params) dp += dconst;
-    if (mo[j].mean > 0)
-      in.push_back(j);
-    else if (y[j] != 0)
-      value = -std::numeric_limits<double>::infinity();
+    in.push_back(j);
   }
   const Index J = static_cast<Index>(in.size());
   if (J == 0 || !std::isfinite(value)) {
