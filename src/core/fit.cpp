@@ -268,9 +268,9 @@ constexpr double kDivergence = 1e6;
 // Entries of the gradient that stay zero, so their parameters keep their values.
 void freeze(Vector& g, const ParamSlice& frozen) { g.segment(frozen.offset, frozen.size).setZero(); }
 
+// t0: the start of the whole fit, so that a second stage's epochs report the time since then.
 FitResult fit_adam(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
-                   const FitOptions& o, const ParamSlice& frozen) {
-  const auto t0 = Clock::now();
+                   const FitOptions& o, const ParamSlice& frozen, Clock::time_point t0) {
   std::mt19937_64 rng(o.seed);
   // A minibatch is whole groups (minibatch_groups) of at least batch_bags bags; the ELBO estimate
   // scales by groups, so it stays unbiased when groups differ in size.
@@ -405,8 +405,7 @@ constexpr int kHoldoutStride = 10;
 constexpr double kFirstStageTolerance = 1e-3;
 
 FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>& train, HoldoutTracker& holdout,
-                    const FitOptions& o, const ParamSlice& frozen) {
-  const auto t0 = Clock::now();
+                    const FitOptions& o, const ParamSlice& frozen, Clock::time_point t0) {
   const ObjectiveOptions obj = objective_options(o);
   const std::vector<Index> mine = held_here(train, o);
   FitResult res;
@@ -558,8 +557,8 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   attach_unit_effects(model, bag_table(data, options), train);
   check_units_whole(model.spec, train, options);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
-    return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen)
-                                           : fit_adam(model, data, train, tracker, o, frozen);
+    return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen, t0)
+                                           : fit_adam(model, data, train, tracker, o, frozen, t0);
   };
   // The negative binomial's dispersion and the unit effect are first held at their start, then
   // everything is free. Fitted jointly from the prior, they would explain the data as noise

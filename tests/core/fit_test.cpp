@@ -168,6 +168,44 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
   EXPECT_LT(mean_squared_error(p.mean, roll.rate), 0.8 * mean_squared_error(constant, roll.rate));
 }
 
+// A staged fit reports one sequence of epochs: numbered on from the first stage, and timed from the
+// start of the whole fit (EpochInfo::seconds), not from the start of its stage, so the history's
+// clock never runs back (it did, by the first stage's length, where the second began). Through the
+// polish after L-BFGS too.
+TEST(Stages, ReportOneClockAndOneCount) {
+  const SwissRoll roll = small_roll();
+  ModelSpec spec;
+  spec.likelihood = LikelihoodKind::negative_binomial;
+  spec.expectation = Expectation::delta;
+  InitOptions init;
+  init.inducing = 20;
+  const Model start = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  std::vector<Index> train(roll.data.num_bags());
+  for (Index a = 0; a < roll.data.num_bags(); ++a) train[a] = a;
+  for (Optimizer optimizer : {Optimizer::lbfgs, Optimizer::adam}) {
+    SCOPED_TRACE(to_string(optimizer));
+    Model model = start;
+    FitOptions fo;
+    fo.optimizer = optimizer;
+    fo.first_stage_epochs = 8;
+    fo.epochs = 8;
+    fo.batch_bags = 20;
+    fo.polish = optimizer == Optimizer::lbfgs ? 4 : 0;
+    std::vector<EpochInfo> seen;
+    fo.on_epoch = [&](const EpochInfo& e) {
+      seen.push_back(e);
+      return true;
+    };
+    const FitResult res = fit(model, roll.data, train, {}, fo);
+    ASSERT_EQ(static_cast<int>(seen.size()), res.epochs);
+    ASSERT_GT(res.epochs, fo.first_stage_epochs) << "no second stage";
+    for (size_t k = 0; k < seen.size(); ++k) {
+      EXPECT_EQ(seen[k].epoch, static_cast<int>(k) + 1);
+      if (k > 0) EXPECT_GE(seen[k].seconds, seen[k - 1].seconds) << "epoch " << k + 1;
+    }
+  }
+}
+
 TEST(Schedule, ParsesAndNamesItsChoices) {
   for (const Schedule s : {Schedule::constant, Schedule::cosine, Schedule::anneal})
     EXPECT_EQ(parse_schedule(to_string(s)), s);
