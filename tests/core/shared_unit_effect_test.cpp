@@ -5,6 +5,7 @@
 
 #include <Eigen/Cholesky>
 #include <cmath>
+#include <random>
 
 #include "core/likelihoods/count.hpp"
 #include "core/objective.hpp"
@@ -122,6 +123,44 @@ TEST(SharedUnitEffect, CorrelatedMonthsMatchNestedQuadrature) {
   independent[1].h.resize(0);
   EXPECT_GT(term - shared_unit_effect_score(lik, y, independent, params, std::log(sigma), nullptr, nullptr, nullptr),
             10.0);
+}
+
+// A unit's term approximates E_q[log int prod_j p(y_j | e^{t_j + u}) N(u) du], which no choice of
+// the rates can lift above sum_j log p(y_j | mu = y_j): the mixture is concave in t (each count's
+// log pmf is, and integrating u out keeps it so), so the rule's sum of directions, G(a) +
+// sum_c (E_c G - G(a)), stays under G(a). Checked with 2 to 12 periods, correlated rates from tight
+// to wide, expected counts below, at and above the observed ones, and any spread of the effect.
+TEST(SharedUnitEffect, NoUnitTermExceedsItsCountsLargestLikelihood) {
+  std::mt19937_64 rng(17);
+  std::normal_distribution<double> normal;
+  std::uniform_int_distribution<int> pick(0, 3);
+  const double counts[] = {0, 1, 30, 5000};
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
+    for (int periods : {2, 3, 12})
+      for (double scale : {1e-4, 0.01, 1.0, 10.0})
+        for (double shift : {-5.0, 0.0, 5.0})
+          for (double log_sd : {-4.0, -0.5, 1.0}) {
+            const double r = k == LikelihoodKind::poisson ? 0.0 : std::exp(params_of(k)[0]);
+            std::vector<double> y(static_cast<size_t>(periods));
+            std::vector<CountMoments> mo(static_cast<size_t>(periods));
+            double largest = 0;
+            for (size_t j = 0; j < y.size(); ++j) {
+              y[j] = counts[pick(rng)];
+              mo[j].h = Vector::NullaryExpr(4, [&] { return std::sqrt(scale) * normal(rng); });
+              mo[j].rho = mo[j].h.squaredNorm() + 0.1 * scale;
+              mo[j].mean = std::max(y[j], 1.0) * std::exp(shift + 0.3 * normal(rng));
+              if (y[j] > 0)
+                largest += k == LikelihoodKind::poisson
+                               ? y[j] * std::log(y[j]) - y[j] - std::lgamma(y[j] + 1)
+                               : std::lgamma(y[j] + r) - std::lgamma(r) - std::lgamma(y[j] + 1) +
+                                     r * std::log(r / (r + y[j])) + y[j] * std::log(y[j] / (r + y[j]));
+            }
+            const double term =
+                shared_unit_effect_score(count_likelihood(k), y, mo, params_of(k), log_sd, nullptr, nullptr, nullptr);
+            EXPECT_LE(term, largest + 1e-9 * std::max(1.0, std::abs(largest)))
+                << to_string(k) << " periods " << periods << " scale " << scale << " shift " << shift << " log sd "
+                << log_sd;
+          }
 }
 
 // Central differences of the unit's term in every bag's mean, rho and h, log sigma and log r.
