@@ -126,22 +126,32 @@ TEST(SwissRollBaselines, VbaggBeatsConstantAndBagPixel) {
 namespace vbagg {
 namespace {
 
+// The negative binomial with the delta method, started as vbagg-train starts it (init_model).
+Model negative_binomial_start(const SwissRoll& roll, Index inducing) {
+  ModelSpec spec;
+  spec.likelihood = LikelihoodKind::negative_binomial;
+  spec.expectation = Expectation::delta;
+  InitOptions init;
+  init.inducing = inducing;
+  init.seed = 3;
+  return init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+}
+
+std::vector<Index> every_bag(const Dataset& data) {
+  std::vector<Index> all(static_cast<size_t>(data.num_bags()));
+  for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
+  return all;
+}
+
 // The negative binomial fits in two stages: its dispersion held at the start (r = 100) while the
 // field fits, then free. The dispersion moves only in the second stage, and the fit recovers the
 // rate better than the constant baseline, as the Poisson fits do.
 TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
   const SwissRoll roll = small_roll();
-  ModelSpec spec;
-  spec.likelihood = LikelihoodKind::negative_binomial;
-  spec.expectation = Expectation::delta;
-  InitOptions init;
-  init.inducing = 30;
-  init.seed = 3;
-  Model model = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  Model model = negative_binomial_start(roll, 30);
   const double start = model.likelihood_params[0];
   EXPECT_NEAR(start, std::log(100.0), 1e-12);
-  std::vector<Index> train(roll.data.num_bags());
-  for (Index a = 0; a < roll.data.num_bags(); ++a) train[a] = a;
+  const std::vector<Index> train = every_bag(roll.data);
   FitOptions fo;
   fo.optimizer = Optimizer::lbfgs;
   fo.epochs = 80;
@@ -174,14 +184,8 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
 // polish after L-BFGS too.
 TEST(Stages, ReportOneClockAndOneCount) {
   const SwissRoll roll = small_roll();
-  ModelSpec spec;
-  spec.likelihood = LikelihoodKind::negative_binomial;
-  spec.expectation = Expectation::delta;
-  InitOptions init;
-  init.inducing = 20;
-  const Model start = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
-  std::vector<Index> train(roll.data.num_bags());
-  for (Index a = 0; a < roll.data.num_bags(); ++a) train[a] = a;
+  const Model start = negative_binomial_start(roll, 20);
+  const std::vector<Index> train = every_bag(roll.data);
   for (Optimizer optimizer : {Optimizer::lbfgs, Optimizer::adam}) {
     SCOPED_TRACE(to_string(optimizer));
     Model model = start;
