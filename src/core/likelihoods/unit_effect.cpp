@@ -192,9 +192,9 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
   Vector dp = Vector::Zero(params.size());
   if (d) d->assign(n, CountMomentsGradient{});
   // The bags that enter the mixture; a bag of zero mean has p(y | 0) = 1 for y = 0 whatever u is,
-  // and adds nothing. Not even the pmf's constant: that is one half of log p(0 | 0) = 0, whose
-  // other half is the kernel's limit (the negative binomial's r log r and -r log r), and alone it
-  // would reward a growing dispersion without bound.
+  // and adds nothing. Not even the pmf's constant: log p(0 | 0) = 0 splits into the constant and the
+  // kernel's limit (for the negative binomial, r log r and -r log r), and the constant alone would
+  // reward a growing dispersion without bound.
   std::vector<size_t> in;
   for (size_t j = 0; j < n; ++j) {
     if (mo[j].mean == 0) {
