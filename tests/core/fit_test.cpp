@@ -137,12 +137,6 @@ Model negative_binomial_start(const SwissRoll& roll, Index inducing) {
   return init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
 }
 
-std::vector<Index> every_bag(const Dataset& data) {
-  std::vector<Index> all(static_cast<size_t>(data.num_bags()));
-  for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  return all;
-}
-
 // The negative binomial fits in two stages: its dispersion held at the start (r = 100) while the
 // field fits, then free. The dispersion moves only in the second stage, and the fit recovers the
 // rate better than the constant baseline, as the Poisson fits do.
@@ -151,7 +145,7 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
   Model model = negative_binomial_start(roll, 30);
   const double start = model.likelihood_params[0];
   EXPECT_NEAR(start, std::log(100.0), 1e-12);
-  const std::vector<Index> train = every_bag(roll.data);
+  const std::vector<Index> train = test::all_bags(roll.data);
   FitOptions fo;
   fo.optimizer = Optimizer::lbfgs;
   fo.epochs = 80;
@@ -185,7 +179,7 @@ TEST(NegativeBinomialFit, StagedFitMovesTheDispersionLastAndBeatsConstant) {
 TEST(Stages, ReportOneClockAndOneCount) {
   const SwissRoll roll = small_roll();
   const Model start = negative_binomial_start(roll, 20);
-  const std::vector<Index> train = every_bag(roll.data);
+  const std::vector<Index> train = test::all_bags(roll.data);
   for (Optimizer optimizer : {Optimizer::lbfgs, Optimizer::adam}) {
     SCOPED_TRACE(to_string(optimizer));
     Model model = start;
@@ -205,7 +199,9 @@ TEST(Stages, ReportOneClockAndOneCount) {
     ASSERT_GT(res.epochs, fo.first_stage_epochs) << "no second stage";
     for (size_t k = 0; k < seen.size(); ++k) {
       EXPECT_EQ(seen[k].epoch, static_cast<int>(k) + 1);
-      if (k > 0) EXPECT_GE(seen[k].seconds, seen[k - 1].seconds) << "epoch " << k + 1;
+      if (k > 0) {
+        EXPECT_GE(seen[k].seconds, seen[k - 1].seconds) << "epoch " << k + 1;
+      }
     }
   }
 }

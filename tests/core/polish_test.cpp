@@ -15,12 +15,6 @@ namespace {
 
 const Index kD = 3;
 
-std::vector<Index> every_bag(const Dataset& data) {
-  std::vector<Index> all(static_cast<size_t>(data.num_bags()));
-  for (Index a = 0; a < data.num_bags(); ++a) all[static_cast<size_t>(a)] = a;
-  return all;
-}
-
 struct Problem {
   Dataset data;
   Model model;
@@ -69,7 +63,7 @@ TEST(Polish, BeatsAsManyPassesOfEpochs) {
   for (unsigned seed : {4u, 9u}) {
     Problem p = poisson_problem(seed);
     Model epochs_only = p.model;
-    const std::vector<Index> all = every_bag(p.data);
+    const std::vector<Index> all = test::all_bags(p.data);
     fit(epochs_only, p.data, all, {}, natgrad_options(130, 0));
     std::vector<EpochInfo> seen;
     FitOptions o = natgrad_options(10, 40);
@@ -95,7 +89,7 @@ TEST(Polish, BeatsAsManyPassesOfEpochs) {
 // budget ended it. A callback that declines ends it at once, and the model keeps the step it saw.
 TEST(Polish, KeepsToItsBudgetAndToTheCallback) {
   Problem p = poisson_problem(5);
-  const std::vector<Index> all = every_bag(p.data);
+  const std::vector<Index> all = test::all_bags(p.data);
   Model budgeted = p.model;
   const FitResult r = fit(budgeted, p.data, all, {}, natgrad_options(6, 3));
   EXPECT_EQ(r.stop_reason, "polish_budget");
@@ -122,7 +116,7 @@ TEST(Polish, CapsWhatAFirstTrialPromises) {
   int backtracked = 0;
   for (unsigned seed : {4u, 9u}) {
     Problem p = poisson_problem(seed);
-    const std::vector<Index> all = every_bag(p.data);
+    const std::vector<Index> all = test::all_bags(p.data);
     fit(p.model, p.data, all, {}, natgrad_options(10, 0));
     for (double cap : {0.1, 0.0}) {
       Model m = p.model;
@@ -153,7 +147,7 @@ TEST(Polish, CapsWhatAFirstTrialPromises) {
 // Only natural-gradient and L-BFGS epochs are polished: an Adam fit with a polish budget is the Adam fit.
 TEST(Polish, DoesNotFollowAdam) {
   Problem p = poisson_problem(6);
-  const std::vector<Index> all = every_bag(p.data);
+  const std::vector<Index> all = test::all_bags(p.data);
   Model with = p.model, without = p.model;
   FitOptions o = natgrad_options(5, 10);
   o.optimizer = Optimizer::adam;
@@ -178,7 +172,7 @@ TEST(Polish, NeverEndsBelowItsStart) {
     PolishOptions po;
     po.evaluations = 1;
     po.q_steps = 1;
-    const PolishResult r = polish(p.model, p.data, every_bag(p.data), po);
+    const PolishResult r = polish(p.model, p.data, test::all_bags(p.data), po);
     EXPECT_GE(r.elbo, start) << "seed " << seed;
     EXPECT_NEAR(elbo(p.model, p.data, nullptr).elbo, r.elbo, 1e-10 * std::abs(start)) << "seed " << seed;
     // Returned, it reports the start's objective, which its first pass read before q moved.
@@ -196,7 +190,7 @@ TEST(Polish, NeverEndsBelowItsStart) {
 TEST(Polish, FollowsLbfgs) {
   for (unsigned seed : {4u, 9u}) {
     Problem p = poisson_problem(seed);
-    const std::vector<Index> all = every_bag(p.data);
+    const std::vector<Index> all = test::all_bags(p.data);
     Model alone = p.model;
     FitOptions o;
     o.optimizer = Optimizer::lbfgs;
@@ -229,7 +223,7 @@ TEST(Polish, StopsAtTheTolerance) {
   const double tol = 1e-3;
   for (Optimizer opt : {Optimizer::natgrad, Optimizer::lbfgs}) {
     Problem p = poisson_problem(9);
-    const std::vector<Index> all = every_bag(p.data);
+    const std::vector<Index> all = test::all_bags(p.data);
     Model untolerant = p.model;
     FitOptions o = natgrad_options(10, 300);
     o.optimizer = opt;
@@ -263,7 +257,7 @@ TEST(Polish, NeedsAVariationalPosterior) {
   o.epochs = 5;
   o.polish = 5;
   p.model.spec.map_estimate = true;
-  EXPECT_THROW(fit(p.model, p.data, every_bag(p.data), {}, o), ConfigError);
+  EXPECT_THROW(fit(p.model, p.data, test::all_bags(p.data), {}, o), ConfigError);
 }
 
 }  // namespace
