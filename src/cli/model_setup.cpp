@@ -257,12 +257,14 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
-int default_polish(const Settings& settings, Optimizer optimizer) {
+int default_polish(const Settings& settings, Optimizer optimizer, int epochs) {
   if (settings.train.polish) return *settings.train.polish;
   const ModelSpec spec = model_spec(settings);
   const bool measured = optimizer == Optimizer::lbfgs && !settings.periods && spec.num_sources() == 1 &&
                         !spec.map_estimate && settings.model.kind != ModelKind::constant;
-  return measured ? kAutoPolish : 0;
+  // Bounded by the epochs too: a fit told to stop after a few (a quick look at new data, a smoke
+  // test) should not run hundreds of polish steps after them.
+  return measured ? std::min(kAutoPolish, epochs) : 0;
 }
 
 // auto: the annealed steps that variational fixed effects need to settle (several tasks).
@@ -294,7 +296,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.schedule = default_schedule(settings);
   o.epochs = t.epochs > 0 ? t.epochs : default_epochs(settings, o.optimizer);
   o.first_stage_epochs = t.first_stage_epochs;
-  o.polish = default_polish(settings, o.optimizer);
+  o.polish = default_polish(settings, o.optimizer, o.epochs);
   o.batch_bags = t.batch_bags;
   o.tolerance = t.tolerance;
   o.patience = t.patience;

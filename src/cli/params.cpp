@@ -444,8 +444,8 @@ std::vector<Param> make_params() {
        "(docs/experiments.md). Minibatch steps leave the kernel and mean short of their optimum long after q has "
        "settled: on the 300,000-pixel benchmark country 30 natgrad epochs ended 16 % below where a polish after "
        "them ended, and the polish came within 0.1 % of that end in 165 s (docs/benchmarks.md, \"Time to fit\"). "
-       "Not for model.kind nystrom (no q). auto: 300 after an lbfgs fit of one period and one source of a "
-       "variational model (where it was measured), else 0 (none)."},
+       "Not for model.kind nystrom (no q). auto: 300, or train.epochs if fewer, after an lbfgs fit of one period and "
+       "one source of a variational model (where it was measured), else 0 (none)."},
       {"train.batch_bags",
        T::integer,
        "16",

@@ -163,6 +163,10 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   EXPECT_EQ(fit_options(defaults, 1, 1000).polish, kAutoPolish);
   EXPECT_EQ(fit_options(defaults, 1, kFullBatchPixels + 1).polish, 0);  // natgrad
   EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=7"})), 1, 1000).polish, 7);
+  // A fit told to stop early is polished as briefly; a polish set outright keeps its length.
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.epochs=20"})), 1, 1000).polish, 20);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.epochs=20", "train.polish=50"})), 1, 1000).polish, 50);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.epochs=900"})), 1, 1000).polish, kAutoPolish);
   EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=0"})), 1, 1000).polish, 0);
   EXPECT_THROW(defaults_with({"train.polish=some"}), ConfigError);
   const Settings map = settings_of(defaults_with({"model.kind=nystrom", "model.likelihood=poisson"}));
