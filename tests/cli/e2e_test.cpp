@@ -46,8 +46,9 @@ class EndToEnd : public ::testing::Test {
         << "  population: {path: data/population.tif}\n"
         << "  units: {path: data/units.gpkg, id_field: ID, response_field: cases}\n"
         << "model:\n  inducing: {count: 40}\n"
-        // No polish: every test process fits this once (its SetUpTestSuite), and under the
-        // sanitizer the polish's passes made a test outlast its timeout.
+        // No polish: a quick fit, as every process that runs cases of the suite makes it once
+        // (CTest runs the suite in one, tests/CMakeLists.txt); under the sanitizer the polish's
+        // passes took minutes.
         << "train:\n  optimizer: lbfgs\n  epochs: 60\n  polish: 0\n  holdout: {fraction: 0.25, seed: 2}\n";
     r = run(bin("vbagg-train") + " --config " + d + "/run.yaml --out " + d + "/fit -q --threads 2");
     ASSERT_EQ(r.code, 0) << r.output;

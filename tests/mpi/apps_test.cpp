@@ -61,9 +61,10 @@ TEST(Mpirun, TrainMatchesOneProcess) {
       EXPECT_EQ(f.holdout_units, reference.holdout_units);
       EXPECT_EQ(f.training.epochs, reference.training.epochs);
       EXPECT_NEAR(f.training.elbo, reference.training.elbo, 1e-10 * std::abs(reference.training.elbo));
-      if (optimizer == "adam")
+      if (optimizer == "adam") {
         EXPECT_NEAR(f.training.best_holdout_nll, reference.training.best_holdout_nll,
                     1e-10 * std::abs(reference.training.best_holdout_nll));
+      }
     }
   }
 }
