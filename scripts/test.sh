@@ -20,8 +20,13 @@ release() {
   ctest --test-dir build --output-on-failure -j "$jobs"
 }
 
+# The sanitizer build compiles each target's files together, eight to a unit (CMAKE_UNITY_BUILD):
+# the headers are parsed and Eigen's templates instantiated once per unit rather than once per file
+# (docs/benchmarks.md, "The test command"). The Release build keeps one unit per file, so that a
+# file that forgets an #include still fails there.
 sanitize() {
-  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF -DVBAGG_ARCH=native >/dev/null
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DVBAGG_SANITIZE=ON -DVBAGG_BUILD_BENCH=OFF -DVBAGG_ARCH=native \
+    -DCMAKE_UNITY_BUILD=ON >/dev/null
   cmake --build build-asan -j "$jobs"
   LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" UBSAN_OPTIONS="print_stacktrace=1" \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE slow

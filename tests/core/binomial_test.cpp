@@ -15,8 +15,7 @@
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::binomial_test {
 
 const Index kD = 2;
 
@@ -154,5 +153,4 @@ TEST(Binomial, FitRecoversAKnownPrevalence) {
   EXPECT_LT(bag_log_mse(y, totals), 0.05);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::binomial_test

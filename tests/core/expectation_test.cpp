@@ -13,8 +13,7 @@
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::expectation_test {
 
 const Index kD = 3;
 
@@ -193,11 +192,9 @@ TEST(Expectation, NoBagTermExceedsTheCountsLargestLikelihood) {
         }
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::expectation_test
 
-namespace vbagg {
-namespace {
+namespace vbagg::expectation_test {
 
 // A model whose intensity overflows (here e^{1000}) cannot predict counts: the draws say so at
 // once instead of looping inside the Poisson sampler.
@@ -213,11 +210,9 @@ TEST(Expectation, DrawsRefuseANonFiniteMean) {
   }
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::expectation_test
 
-namespace vbagg {
-namespace {
+namespace vbagg::expectation_test {
 
 // q's within-bag covariance in the nystrom form the sampled expectation draws from: the exact
 // posterior covariance with the prior residual K_aa - A^T A reduced to its diagonal.
@@ -306,5 +301,4 @@ TEST(Expectation, SampledDrawsDependOnTheStepOnly) {
   EXPECT_NE(elbo(model, data, nullptr, one).elbo, v1);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::expectation_test

@@ -13,8 +13,7 @@
 #include "core/objective.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::fixed_effects_test {
 
 const Index kN = 9, kLinear = 2, kD = 3;
 const double kPriorSd = 0.8, kNoiseVar = 0.3, kMu = 0.4;
@@ -122,5 +121,4 @@ TEST(VariationalFixedEffects, LayoutHoldsTheEffectsInQ) {
   EXPECT_THROW(map.validate(), ConfigError);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::fixed_effects_test

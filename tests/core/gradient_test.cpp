@@ -5,8 +5,7 @@
 #include "core/objective.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::gradient_test {
 
 std::vector<test::SpecCase> likelihood_cases() { return test::all_specs(); }
 
@@ -59,11 +58,9 @@ INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
                                   kernel_cases()[std::get<1>(info.param)].first;
                          });
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::gradient_test
 
-namespace vbagg {
-namespace {
+namespace vbagg::gradient_test {
 
 // Splitting bags into pixel blocks, with and without keeping the blocks' kernel matrices for the
 // backward pass, must not change the objective or its gradient.
@@ -86,5 +83,4 @@ TEST(GradientBlocks, BlockingAndRecomputationAgree) {
   }
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::gradient_test

@@ -8,8 +8,7 @@
 #include <cmath>
 #include <random>
 
-namespace vbagg {
-namespace {
+namespace vbagg::kernel_test {
 
 const Index kCov = 2, kCoords = 2, kD = kCov + kCoords + kTimeInputs;
 
@@ -150,5 +149,4 @@ TEST(Kernel, TermsMustUseEveryPartOnce) {
   EXPECT_NO_THROW(Kernel({p, p}, {{{0}, {1}}}));
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::kernel_test

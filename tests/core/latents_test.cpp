@@ -10,8 +10,7 @@
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::latents_test {
 
 const Index kD = 3;
 
@@ -273,5 +272,4 @@ TEST(Latents, EachCountTaskStartsItsLinearMeanFromItsFirstSource) {
   EXPECT_EQ(m.linear_of(1)[0], 0.0);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::latents_test

@@ -11,8 +11,7 @@
 #include "core/param_layout.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::natgrad_test {
 
 const Index kD = 3, kM = 5;
 
@@ -267,5 +266,4 @@ TEST(NaturalGradient, RefusesAMapEstimate) {
   EXPECT_THROW(natural_gradient_step(model, Vector::Zero(kM), Matrix::Zero(kM, kM), 0.5), ConfigError);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::natgrad_test

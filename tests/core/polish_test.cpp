@@ -10,8 +10,7 @@
 #include "core/param_layout.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::polish_test {
 
 const Index kD = 3;
 
@@ -260,5 +259,4 @@ TEST(Polish, NeedsAVariationalPosterior) {
   EXPECT_THROW(fit(p.model, p.data, test::all_bags(p.data), {}, o), ConfigError);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::polish_test

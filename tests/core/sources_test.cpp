@@ -9,8 +9,7 @@
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::sources_test {
 
 const Index kD = 3;
 
@@ -212,5 +211,4 @@ TEST(Sources, InitialisesEachSourceFromItsOwnBags) {
   EXPECT_THROW(init_model(spec, make_kernel("ard", "none", kD, 0), no_regions, InitOptions{}), DataError);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::sources_test

@@ -8,8 +8,7 @@
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
-namespace vbagg {
-namespace {
+namespace vbagg::span_test {
 
 const Index kD = 2 + 2 + kTimeInputs;
 
@@ -149,5 +148,4 @@ TEST(Span, DrawsDoNotDependOnThreadsOrNeighbours) {
   EXPECT_THROW(predict_span_means(m, X.leftCols(7), 6, keys, {}, 300, 2, 1), DataError);
 }
 
-}  // namespace
-}  // namespace vbagg
+}  // namespace vbagg::span_test
