@@ -244,8 +244,8 @@ namespace vbagg {
 namespace {
 
 // Training killed after its first epoch, in the middle of the fit, or after model.yaml is written
-// but before the rest: no model.yaml or a complete one, and a rerun works. Without the point
-// estimates' spread, most of the time of these runs under the sanitizers.
+// but before the rest: no model.yaml or a complete one, and a rerun works. The fits skip the
+// point estimates' spread, which took most of their time under the sanitizers.
 TEST(Errors, KilledTrainingLeavesNoPartialModel) {
   Project p;
   const std::string cfg = p.config("model:\n  inducing: {count: 60}\n  point_uncertainty: none\n");

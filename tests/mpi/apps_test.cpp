@@ -43,8 +43,8 @@ TEST(Mpirun, TrainMatchesOneProcess) {
   const fs::path dir = scratch("train");
   // L-BFGS without its polish: the polish's steps of size 1 on q carry the processes' different
   // summation order into the last digits over many steps (1e-7 after a fit's worth); a few of them
-  // keep 1e-10 (Distributed.FitMatchesOneProcess). Adam's runs skip the spread, the same code after
-  // either optimizer and most of a 4-epoch run's time (24 of 31 s under the sanitizers).
+  // keep 1e-10 (Distributed.FitMatchesOneProcess). Adam's runs skip the spread: it is the same code
+  // after either optimizer, and most of a 4-epoch run's time (24 of 31 s under the sanitizers).
   for (const std::string optimizer : {"lbfgs", "adam"}) {
     const std::string settings = "--set train.optimizer=" + optimizer +
                                  " --set train.patience=20 --set train.polish=0" +
