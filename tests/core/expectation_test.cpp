@@ -192,10 +192,6 @@ TEST(Expectation, NoBagTermExceedsTheCountsLargestLikelihood) {
         }
 }
 
-}  // namespace vbagg::expectation_test
-
-namespace vbagg::expectation_test {
-
 // A model whose intensity overflows (here e^{1000}) cannot predict counts: the draws say so at
 // once instead of looping inside the Poisson sampler.
 TEST(Expectation, DrawsRefuseANonFiniteMean) {
@@ -209,10 +205,6 @@ TEST(Expectation, DrawsRefuseANonFiniteMean) {
         << to_string(lik);
   }
 }
-
-}  // namespace vbagg::expectation_test
-
-namespace vbagg::expectation_test {
 
 // q's within-bag covariance in the nystrom form the sampled expectation draws from: the exact
 // posterior covariance with the prior residual K_aa - A^T A reduced to its diagonal.

@@ -58,10 +58,6 @@ INSTANTIATE_TEST_SUITE_P(AllCombinations, GradientTest,
                                   kernel_cases()[std::get<1>(info.param)].first;
                          });
 
-}  // namespace vbagg::gradient_test
-
-namespace vbagg::gradient_test {
-
 // Splitting bags into pixel blocks, with and without keeping the blocks' kernel matrices for the
 // backward pass, must not change the objective or its gradient.
 TEST(GradientBlocks, BlockingAndRecomputationAgree) {
