@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVBAGG_ARCH=native >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DVBAGG_ARCH=native -DCMAKE_UNITY_BUILD=ON >/dev/null
 cmake --build build -j "$(nproc)" --target vbagg-train vbagg-predict vbagg-eval vbagg-simulate
 bin=build/apps
 out=out/example
