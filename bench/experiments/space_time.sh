@@ -10,19 +10,19 @@
 # Scored per month against that month's true intensity (pixel correlation, MSE relative to the
 # mean squared truth, calibration of 50-95 % intervals), and on the held-out months' counts.
 #   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3] [--space KERNEL]
-#                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only]
+#                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only] [--keep DIR]
 # --space sets model.kernel.space of every fit (default: each fit's own default); --scope sets
 # model.unit_effect_scope of the space-time fit (default: auto, one effect per unit); --set passes
-# a setting to the space-time fit (repeatable); --joint-only skips the fits per month.
+# a setting to the space-time fit (repeatable); --joint-only skips the fits per month; --keep
+# writes the data, models and evaluations to DIR (its seed's folder) instead of a folder removed
+# at the end, so that a fit's history.csv can be read.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # gdalinfo (gdal-bin) and bc, which a build machine lacks; the installer's notes go to stderr.
 scripts/deps.sh gdal-bin bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0
+seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0 keep=""
 joint_set=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,9 +34,17 @@ while [ $# -gt 0 ]; do
     --scope) scope=$2; shift 2 ;;
     --set) joint_set+=(--set "$2"); shift 2 ;;
     --joint-only) joint_only=1; shift ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  work=$(cd "$keep" && pwd)
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 . bench/experiments/json_fields.sh
 kernel=()
 [ -n "$space" ] && kernel=(--set "model.kernel.space=$space")

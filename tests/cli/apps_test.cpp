@@ -147,13 +147,6 @@ TEST_F(Apps, TrainPredictEvalTheVariationalModel) {
   EXPECT_TRUE(json.good());
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 // The text of attribute `name` in the first element that has it.
 std::string attribute(const std::string& xml, const std::string& name) {
   const auto at = xml.find(" " + name + "=\"");
@@ -163,6 +156,7 @@ std::string attribute(const std::string& xml, const std::string& name) {
 }
 
 using test::band_values;
+using test::read_text;
 
 // Styles beside the maps: the mean and its quantiles share limits, probabilities run 0-1, the
 // legend carries the unit; rates per 1,000 scale the intensity maps and their thresholds alike.

@@ -15,14 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::band_values;
 using test::bin;
+using test::read_text;
 using test::run;
-
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 double json_number(const std::string& json, const std::string& key) {
   const auto at = json.find("\"" + key + "\": ");
@@ -63,14 +57,14 @@ class EndToEnd : public ::testing::Test {
 TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
   for (const char* f : {"model.yaml", "run.resolved.yaml", "history.csv"})
     EXPECT_TRUE(fs::exists(d() + "/fit/" + f)) << f;
-  const std::string model = read_file(d() + "/fit/model.yaml");
+  const std::string model = read_text(d() + "/fit/model.yaml");
   EXPECT_NE(model.find("format: vbagg-model"), std::string::npos);
   EXPECT_NE(model.find("written_by: vbagg " VBAGG_VERSION), std::string::npos);
   EXPECT_NE(model.find("covariates: [temperature, rainfall, lights, travel_time]"), std::string::npos);
-  const std::string resolved = read_file(d() + "/fit/run.resolved.yaml");
+  const std::string resolved = read_text(d() + "/fit/run.resolved.yaml");
   EXPECT_NE(resolved.find("likelihood: negative_binomial"), std::string::npos);  // defaults filled in
   EXPECT_NE(resolved.find("path: ../data/population.tif"), std::string::npos);   // relative to the run folder
-  std::istringstream history(read_file(d() + "/fit/history.csv"));
+  std::istringstream history(read_text(d() + "/fit/history.csv"));
   std::string line;
   int rows = 0;
   while (std::getline(history, line)) ++rows;
@@ -142,7 +136,7 @@ TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
   EXPECT_GE(mn, 0);
   EXPECT_LE(mx, 1);
   // units.csv: one row per unit, with train and holdout ids.
-  const std::string units = read_file(d() + "/maps/units.csv");
+  const std::string units = read_text(d() + "/maps/units.csv");
   EXPECT_EQ(units.rfind("unit,split,observed,predicted,lower_0.1,upper_0.9,population,pixels\n", 0), 0u);
   EXPECT_EQ(std::count(units.begin(), units.end(), '\n'), 31);
   EXPECT_NE(units.find(",holdout,"), std::string::npos);
@@ -154,7 +148,7 @@ TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
                      "/data/truth_intensity.tif --json " + d() + "/metrics.json --report " + d() + "/report.html");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("pixel correlation"), std::string::npos) << r.output;
-  const std::string json = read_file(d() + "/metrics.json");
+  const std::string json = read_text(d() + "/metrics.json");
   const double nll = json_number(json, "bag_nll_mean");
   const auto base_at = json.find("\"baseline_constant\"");
   ASSERT_NE(base_at, std::string::npos);
@@ -175,7 +169,7 @@ TEST_F(EndToEnd, EvalBeatsConstantBaselineOnHoldout) {
   ASSERT_NE(counts_at, std::string::npos) << json;
   EXPECT_GT(json_number(json.substr(counts_at), "calibrated_error_mean"), 0) << json;
   EXPECT_NE(r.output.find("a calibrated model's on these units"), std::string::npos) << r.output;
-  const std::string html = read_file(d() + "/report.html");
+  const std::string html = read_text(d() + "/report.html");
   EXPECT_NE(html.find("<img alt=\"calibration\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
   EXPECT_NE(html.find("<img alt=\"PIT histogram\" src=\"data:image/png;base64,iVBOR"), std::string::npos);
   EXPECT_NE(html.find("<img alt=\"intensity mean\""), std::string::npos);
@@ -197,7 +191,7 @@ TEST_F(EndToEnd, EvalCrossValidatesOnSpatialBlocks) {
                      d() + "/data/truth_intensity.tif --json " + d() + "/cv.json -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("3-fold spatially blocked cross-validation (30 units"), std::string::npos) << r.output;
-  const std::string json = read_file(d() + "/cv.json");
+  const std::string json = read_text(d() + "/cv.json");
   EXPECT_EQ(json_number(json, "folds"), 3) << json;
   EXPECT_EQ(json_number(json, "units"), 30) << json;
   const auto fold_at = json.find("\"fold_units\": [");
@@ -229,7 +223,7 @@ TEST_F(EndToEnd, EvalCrossValidatesOnSpatialBlocks) {
 
 // Mean relative width (upper - lower) / predicted of the held-out units' intervals in units.csv.
 double holdout_relative_width(const std::string& csv) {
-  std::istringstream in(read_file(csv));
+  std::istringstream in(read_text(csv));
   std::string line;
   std::getline(in, line);  // header
   double sum = 0;
@@ -253,14 +247,14 @@ TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() +
                "/noisy --size 80x60 --units 30 --seed 3 --unit-noise 0.5 -q");
   ASSERT_EQ(r.code, 0) << r.output;
-  std::string config = read_file(d() + "/run.yaml");
+  std::string config = read_text(d() + "/run.yaml");
   for (size_t at; (at = config.find("data/")) != std::string::npos;) config.replace(at, 5, "noisy/");
   std::ofstream(d() + "/noisy.yaml") << config;
   r = run(bin("vbagg-train") + " --config " + d() + "/noisy.yaml --out " + d() +
           "/unit --set model.unit_effect=true --set model.likelihood=poisson --set model.fixed_effects=point "
           "--set model.point_uncertainty=none -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::string model = read_file(d() + "/unit/model.yaml");
+  const std::string model = read_text(d() + "/unit/model.yaml");
   EXPECT_NE(model.find("unit_effect:"), std::string::npos);
   r = run(bin("vbagg-train") + " --config " + d() + "/noisy.yaml --out " + d() +
           "/plain --set model.likelihood=poisson --set model.unit_effect=false --set model.fixed_effects=point "
@@ -284,11 +278,11 @@ TEST_F(EndToEnd, PointSpreadReachesTheLogModelFileAndIntervals) {
   auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() + "/spread --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("point estimates' spread (Laplace sd"), std::string::npos) << r.output;
-  EXPECT_NE(read_file(d() + "/spread/model.yaml").find("point_spread:"), std::string::npos);
+  EXPECT_NE(read_text(d() + "/spread/model.yaml").find("point_spread:"), std::string::npos);
   r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
           "/known --set model.point_uncertainty=none -q --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  EXPECT_EQ(read_file(d() + "/known/model.yaml").find("point_spread:"), std::string::npos);
+  EXPECT_EQ(read_text(d() + "/known/model.yaml").find("point_spread:"), std::string::npos);
   for (const char* fit : {"spread", "known"}) {
     r = run(bin("vbagg-predict") + " --model " + d() + "/" + fit + "/model.yaml --out " + d() + "/" + fit + "/maps -q");
     ASSERT_EQ(r.code, 0) << r.output;
@@ -324,7 +318,7 @@ TEST_F(EndToEnd, VariationalFixedEffectsReachTheLogModelFileAndMaps) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("fixed effects (variational): intercept"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(" ± "), std::string::npos) << r.output;
-  EXPECT_NE(read_file(d() + "/fixed/model.yaml").find("fixed_effects: variational"), std::string::npos);
+  EXPECT_NE(read_text(d() + "/fixed/model.yaml").find("fixed_effects: variational"), std::string::npos);
   r = run(bin("vbagg-predict") + " --model " + d() + "/fixed/model.yaml --out " + d() + "/fixed/maps -q");
   ASSERT_EQ(r.code, 0) << r.output;
   io::DatasetPtr ds = io::open_raster(d() + "/fixed/maps/intensity_mean.tif");
@@ -341,8 +335,8 @@ TEST_F(EndToEnd, AnnealedStepsEndTheFit) {
                "--set train.tolerance=0 --set model.likelihood=poisson --set model.unit_effect=false --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("stopped after 40 epochs (annealed)"), std::string::npos) << r.output;
-  EXPECT_NE(read_file(d() + "/anneal/model.yaml").find("stop_reason: annealed"), std::string::npos);
-  std::istringstream history(read_file(d() + "/anneal/history.csv"));
+  EXPECT_NE(read_text(d() + "/anneal/model.yaml").find("stop_reason: annealed"), std::string::npos);
+  std::istringstream history(read_text(d() + "/anneal/history.csv"));
   std::string line;
   std::vector<double> rates;
   std::getline(history, line);  // header: epoch,objective,holdout_nll,learning_rate,seconds
@@ -364,11 +358,11 @@ TEST_F(EndToEnd, PolishFollowsTheNaturalGradientEpochs) {
                "/polish --set train.optimizer=natgrad --set train.epochs=8 --set train.polish=6 "
                "--set model.likelihood=poisson --set model.unit_effect=false --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::string model = read_file(d() + "/polish/model.yaml");
+  const std::string model = read_text(d() + "/polish/model.yaml");
   EXPECT_TRUE(model.find("stop_reason: polished") != std::string::npos ||
               model.find("stop_reason: polish_budget") != std::string::npos)
       << model;
-  std::istringstream history(read_file(d() + "/polish/history.csv"));
+  std::istringstream history(read_text(d() + "/polish/history.csv"));
   std::string line;
   std::vector<double> objective;
   std::getline(history, line);  // header
@@ -431,7 +425,7 @@ TEST_F(EndToEnd, PredictsANewAreaWithTheSameCovariateNames) {
   ASSERT_EQ(r.code, 0) << r.output;
   io::DatasetPtr ds = io::open_raster(d() + "/other_maps/intensity_mean.tif");
   EXPECT_EQ(ds->GetRasterXSize(), 50);
-  const std::string units = read_file(d() + "/other_maps/units.csv");
+  const std::string units = read_text(d() + "/other_maps/units.csv");
   EXPECT_NE(units.find(",new,"), std::string::npos);
   // Units are optional for a new area: the maps come without units.csv.
   std::ofstream(d() + "/other/maps_only.yaml")
@@ -456,11 +450,11 @@ TEST_F(EndToEnd, SimulateIsDeterministic) {
     ASSERT_EQ(r.code, 0) << r.output;
   }
   for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif"})
-    EXPECT_EQ(read_file(d() + "/s1/" + f), read_file(d() + "/s2/" + f)) << f;
+    EXPECT_EQ(read_text(d() + "/s1/" + f), read_text(d() + "/s2/" + f)) << f;
   const auto r =
       run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
   ASSERT_EQ(r.code, 0) << r.output;
-  const std::string bags = read_file(d() + "/roll/bags.csv");
+  const std::string bags = read_text(d() + "/roll/bags.csv");
   EXPECT_EQ(std::count(bags.begin(), bags.end(), '\n'), 21);
 }
 
@@ -477,7 +471,7 @@ TEST_F(EndToEnd, MovedRunFolderStillPredicts) {
   fs::copy(d() + "/data", elsewhere / "data", fs::copy_options::recursive);
   fs::create_directories(elsewhere / "fit");
   fs::copy_file(d() + "/fit/model.yaml", elsewhere / "fit/model.yaml");
-  EXPECT_NE(read_file(elsewhere / "fit/model.yaml").find("path: ../data/units.gpkg"), std::string::npos);
+  EXPECT_NE(read_text(elsewhere / "fit/model.yaml").find("path: ../data/units.gpkg"), std::string::npos);
   fs::rename(d() + "/data", d() + "/data_away");  // the originals are out of reach
   const auto r = run(bin("vbagg-predict") + " --model " + (elsewhere / "fit/model.yaml") + " --out " +
                      (elsewhere / "maps") + " -q");
@@ -485,7 +479,7 @@ TEST_F(EndToEnd, MovedRunFolderStillPredicts) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_TRUE(fs::exists(elsewhere / "maps/intensity_mean.tif"));
   // Still the training units: their split is known.
-  const std::string units = read_file(elsewhere / "maps/units.csv");
+  const std::string units = read_text(elsewhere / "maps/units.csv");
   EXPECT_NE(units.find(",holdout,"), std::string::npos) << units;
   EXPECT_EQ(units.find(",new,"), std::string::npos) << units;
 }
@@ -499,7 +493,7 @@ TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
     auto r =
         run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + fit + " --set model.kind=" + kind + " -q");
     ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_NE(read_file(fit + "/model.yaml").find("kind: " + kind), std::string::npos);
+    EXPECT_NE(read_text(fit + "/model.yaml").find("kind: " + kind), std::string::npos);
     r = run(bin("vbagg-predict") + " --model " + fit + "/model.yaml --out " + maps + " -q");
     ASSERT_EQ(r.code, 0) << r.output;
     const bool posterior = kind == "bag_pixel";
@@ -515,12 +509,12 @@ TEST_F(EndToEnd, BaselinesThroughTheSameCommands) {
     r = run(bin("vbagg-eval") + " --model " + fit + "/model.yaml --truth " + d() + "/data/truth_intensity.tif --json " +
             fit + "/metrics.json");
     ASSERT_EQ(r.code, 0) << r.output;
-    const std::string json = read_file(fit + "/metrics.json");
+    const std::string json = read_text(fit + "/metrics.json");
     EXPECT_NE(json.find("\"model\": \"" + kind + "\""), std::string::npos) << json;
     EXPECT_EQ(json.find("\"coverage\": null") != std::string::npos, !posterior) << json;
   }
   // The constant model predicts each training unit's own rate: its training totals are exact.
-  const std::string units = read_file(d() + "/fit_constant/maps/units.csv");
+  const std::string units = read_text(d() + "/fit_constant/maps/units.csv");
   std::istringstream lines(units);
   std::string line;
   std::getline(lines, line);

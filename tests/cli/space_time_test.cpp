@@ -15,14 +15,8 @@ namespace {
 namespace fs = std::filesystem;
 using test::band_values;
 using test::bin;
+using test::read_text;
 using test::run;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

@@ -1,12 +1,12 @@
-// Every command's code on the smallest countries that reach it: the HTML report and its plots,
-// cross-validation over space and over time, the span maps and the monthly simulator, in seconds.
+// Every command's code on the smallest countries that reach it, in seconds: the HTML report and its
+// plots, cross-validation over space, over time and over several sources, the span maps, two tasks'
+// maps, and the monthly and swiss-roll simulators.
 // The EndToEnd and SpaceTime suites check the same commands' results on larger fits; these walks
 // are what the sanitizer build runs in their place (tests/CMakeLists.txt, label `long`).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "../io/fixtures.hpp"
 #include "run.hpp"
@@ -15,14 +15,8 @@ namespace vbagg::walk_test {
 
 namespace fs = std::filesystem;
 using test::bin;
+using test::read_text;
 using test::run;
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 // Fits of a few epochs, without the point estimates' spread: the walks are about the commands.
 const std::string kQuickFit =
@@ -88,6 +82,35 @@ TEST(Walk, MonthlyCountryThroughEveryCommand) {
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("3-fold cross-validation over blocks of consecutive periods (24 units"), std::string::npos)
       << r.output;
+}
+
+TEST(Walk, TwoTasksFromThreeSourcesThroughEveryCommand) {
+  const test::TempDir dir;
+  const std::string d = dir.path.string();
+  auto r = run(bin("vbagg-simulate") + " --kind country --out " + d + "/data --size 32x24 --units 10 --seed 6 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  // tasks.yaml: the units' and provinces' counts observe incidence, the survey clusters prevalence.
+  r = run(bin("vbagg-train") + " --config " + d + "/data/tasks.yaml --out " + d +
+          "/fit --set model.latents=2 --set model.fixed_effects=point --set train.schedule=constant" + kQuickFit);
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(bin("vbagg-predict") + " --model " + d + "/fit/model.yaml --out " + d + "/maps -q --style none");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(d + "/maps/prevalence_intensity_mean.tif"));
+  EXPECT_TRUE(fs::exists(d + "/maps/incidence_intensity_mean.tif"));
+  r = run(bin("vbagg-eval") + " --model " + d + "/fit/model.yaml -q --cv 2 --set train.epochs=3 --json " + d +
+          "/cv.json");
+  ASSERT_EQ(r.code, 0) << r.output;
+  for (const char* source : {"units", "provinces", "clusters"})
+    EXPECT_NE(read_text(d + "/cv.json").find(std::string("\"") + source + "\""), std::string::npos) << source;
+}
+
+TEST(Walk, SwissRollSimulator) {
+  const test::TempDir dir;
+  const std::string d = dir.path.string();
+  const auto r =
+      run(bin("vbagg-simulate") + " --kind swissroll --out " + d + "/roll --bags 6 --bag-mean 10 --bag-sd 4 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(read_text(d + "/roll/bags.csv").find("bag,size,count\n"), std::string::npos);
 }
 
 }  // namespace vbagg::walk_test

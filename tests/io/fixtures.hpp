@@ -6,8 +6,10 @@
 #include <ogrsf_frmts.h>
 
 #include <filesystem>
+#include <fstream>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -16,6 +18,14 @@
 #include "io/gdal_handles.hpp"
 
 namespace vbagg::test {
+
+// A whole text file ("" when it cannot be read).
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
 
 // Band `band` of a raster as floats, row after row.
 inline std::vector<float> band_values(const std::string& path, int band = 1) {
