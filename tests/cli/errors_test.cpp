@@ -89,10 +89,7 @@ TEST(Errors, ManyBadUnitsAreOneLineAndAFile) {
   test::write_units(p.d + "/points.gpkg", "GPKG", 4326, points);
   std::string cfg = p.config("");
   {
-    std::ifstream f(cfg);
-    std::stringstream s;
-    s << f.rdbuf();
-    std::string text = s.str();
+    std::string text = test::read_text(cfg);
     text.replace(text.find("units.gpkg"), 10, "points.gpkg");
     std::ofstream(cfg) << text;
   }
@@ -136,13 +133,7 @@ TEST(Errors, OutputThatWouldOverwriteAnInputIsRefused) {
   fs::copy_file(p.d + "/rainfall.tif", p.d + "/model.yaml");
   std::ofstream(p.d + "/run.yaml", std::ios::app) << "";
   const std::string cfg = p.config("");
-  std::string text;
-  {
-    std::ifstream f(cfg);
-    std::stringstream s;
-    s << f.rdbuf();
-    text = s.str();
-  }
+  std::string text = test::read_text(cfg);
   text.replace(text.find("rainfall.tif"), 12, "model.yaml");
   std::ofstream(cfg) << text;
   expect_error(p.train("--config " + cfg + " --out " + p.d), 2, {"would overwrite the input", "model.yaml"});
@@ -231,10 +222,8 @@ TEST(Help, EveryAppAnswersVersion) {
 TEST(Docs, ConfigurationReferenceIsCurrent) {
   const auto r = run(bin("vbagg-train") + " --markdown-config");
   ASSERT_EQ(r.code, 0);
-  std::ifstream f(std::string(VBAGG_SOURCE_DIR) + "/docs/configuration.md");
-  std::stringstream s;
-  s << f.rdbuf();
-  EXPECT_EQ(s.str(), r.output) << "regenerate with: build/apps/vbagg-train --markdown-config > docs/configuration.md";
+  EXPECT_EQ(test::read_text(std::string(VBAGG_SOURCE_DIR) + "/docs/configuration.md"), r.output)
+      << "regenerate with: build/apps/vbagg-train --markdown-config > docs/configuration.md";
 }
 
 }  // namespace

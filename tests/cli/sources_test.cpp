@@ -39,13 +39,6 @@ class Sources : public ::testing::Test {
   }
   static std::string path(const std::string& name) { return *dir / name; }
 
-  static std::string text(const std::string& file) {
-    std::ifstream f(file);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-  }
-
   // A configuration beside the data: the country's rasters and the given data.sources lines.
   static std::string config(const std::string& name, const std::string& sources, const std::string& more = "") {
     std::ofstream(path("data/" + name)) << "data:\n  covariates: [temperature.tif, rainfall.tif]\n"
@@ -92,7 +85,7 @@ TEST_F(Sources, UnitsAndProvincesInOneFit) {
   p.model_path = t.out + "/model.yaml";
   p.out = path("maps_counts");
   run_predict(p);
-  const std::string csv = text(p.out + "/units.csv");
+  const std::string csv = test::read_text(p.out + "/units.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "unit,source,split,observed,predicted,lower_0.025,upper_0.975,population,pixels");
   EXPECT_NE(csv.find("\nprovinces:P01,provinces,"), std::string::npos);
@@ -140,7 +133,7 @@ TEST_F(Sources, CrossValidationPoolsEachSource) {
   EXPECT_EQ(r.metrics.more_sources[0].units, 4);
   EXPECT_EQ(r.metrics.more_sources[0].count_coverage.size(), r.metrics.levels.size());
   EXPECT_NE(r.table.find("source 'provinces' (4 units held out)"), std::string::npos) << r.table;
-  EXPECT_NE(text(e.json).find("\"more_sources\": ["), std::string::npos);
+  EXPECT_NE(test::read_text(e.json).find("\"more_sources\": ["), std::string::npos);
 }
 
 TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
@@ -166,10 +159,9 @@ TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
 
 TEST_F(Sources, IncidenceAndPrevalenceOnSharedLatentFields) {
   // tasks.yaml: units and provinces observe incidence, the survey clusters prevalence.
+  const std::string tasks = test::read_text(path("data/tasks.yaml"));
   TrainArgs t;
-  t.config_path =
-      config("tasks2.yaml", text(path("data/tasks.yaml")).substr(text(path("data/tasks.yaml")).find("  sources:")),
-             "model: {latents: 2}\n");
+  t.config_path = config("tasks2.yaml", tasks.substr(tasks.find("  sources:")), "model: {latents: 2}\n");
   t.out = path("fit_tasks");
   // A short fit: point fixed effects at constant steps. The defaults for several tasks (variational
   // fixed effects annealed over 1000 epochs, settings_test) are measured by tasks.sh.
@@ -338,7 +330,7 @@ TEST_F(Sources, OneSourceListIsTheSingleSourceRun) {
   p.model_path = t.out + "/model.yaml";
   p.out = path("maps_one");
   run_predict(p);
-  const std::string csv = text(p.out + "/units.csv");
+  const std::string csv = test::read_text(p.out + "/units.csv");
   EXPECT_EQ(csv.substr(0, csv.find(',', 5)), "unit,split");
   // The saved configuration reads back (no data.units defaults beside data.sources).
   EXPECT_NO_THROW(Config::load(t.out + "/run.resolved.yaml", {}));

@@ -15,12 +15,7 @@
 namespace vbagg {
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 io::ModelFile sample_file() {
   io::ModelFile f;
