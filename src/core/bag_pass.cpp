@@ -95,6 +95,21 @@ KeptForwards& kept_forwards() {
   return pool;
 }
 
+int KeptForwards::take(size_t& next, double need, double budget) {
+  const double held = next < bytes.size() ? bytes[next] : 0.0;
+  if (need > held && total + (need - held) > budget) return -1;
+  if (next == bytes.size()) {
+    bytes.push_back(0);
+    bags.emplace_back();
+    blocks.emplace_back();
+  }
+  if (need > held) {
+    total += need - held;
+    bytes[next] = need;
+  }
+  return static_cast<int>(next++);
+}
+
 double kept_bytes(const Model& model, BagNeeds needs, Index n, const ObjectiveOptions& opt) {
   const Index block = block_of(needs, n, opt), blocks = (n + block - 1) / block;
   const double per_pixel = static_cast<double>(model.num_q()) * 8.0 *

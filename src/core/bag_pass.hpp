@@ -108,20 +108,26 @@ struct BagForward {
   Index len_of(Index b) const { return std::min(block, n - b * block); }
 };
 
-// Per-thread scratch, reused from bag to bag so the large buffers are allocated once per thread.
-struct Workspace {
-  std::vector<BlockScratch> blocks;
-  BagForward bag;
-  Buffer U;
-};
-
 // The forward passes of bags sharing their unit's effect, kept from their moments to their way
 // back (elbo), and reused from call to call so their buffers are allocated once.
 struct KeptForwards {
   std::vector<BagForward> bags;
   std::vector<std::vector<BlockScratch>> blocks;
   std::vector<double> bytes;  // what each one's buffers hold (they only grow)
-  double total = 0;           // their sum, held within ObjectiveOptions::cache_mb
+  double total = 0;           // their sum, held within a budget
+
+  // Room for one more forward pass of `need` bytes, the holder `next` (counted from 0 for each
+  // set of passes kept together), within `budget` bytes in all: its index (next is advanced), or
+  // -1 when it does not fit.
+  int take(size_t& next, double need, double budget);
+};
+
+// Per-thread scratch, reused from bag to bag so the large buffers are allocated once per thread.
+struct Workspace {
+  std::vector<BlockScratch> blocks;
+  BagForward bag;
+  Buffer U;
+  KeptForwards unit;  // one unit's forward passes, when elbo sweeps by unit
 };
 
 // The kept forward passes of this thread.

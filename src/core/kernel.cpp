@@ -230,6 +230,27 @@ void Kernel::cross(const Matrix& X1, const Matrix& X2, Matrix& K, KernelCache* c
 
 void Kernel::add_part(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
                       Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const {
+  const auto& p = parts_[c];
+  auto& pc = cache.parts[c];
+  // A part whose inputs are the same in every column (a bag's or a strip's pixels share their
+  // period, so the time parts) is one column of values: its distances and profile are taken once
+  // instead of for every pixel.
+  const auto rows = X2.middleRows(p.begin, p.dim);
+  pc.constant = X2.cols() > 1 && (rows.colwise() - rows.col(0)).cwiseAbs().maxCoeff() == 0.0;
+  if (pc.constant) {
+    add_columns(c, X1, X2.leftCols(1), cache.constant_column.shape(X1.cols(), 1), true, cache);
+    const auto column = cache.constant_column.view().col(0);
+    if (assign)
+      out.colwise() = column;
+    else
+      out.colwise() += column;
+    return;
+  }
+  add_columns(c, X1, X2, out, assign, cache);
+}
+
+void Kernel::add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
+                         Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const {
   const Index n1 = X1.cols(), n2 = X2.cols();
   const auto& p = parts_[c];
   auto& pc = cache.parts[c];
@@ -301,8 +322,15 @@ void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCa
   auto H = pc.r2.view();  // becomes dL/d(r^2_ij)
   const double var = std::exp(p.log_variance);
   double g_log_var = 0;
-  for (Index j = 0; j < H.cols(); ++j)
-    g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
+  if (pc.constant) {
+    // One column of values, repeated: its gradient is the sum of G's columns.
+    cache.column = G.rowwise().sum().array();
+    const Eigen::ArrayXd summed = cache.column;
+    g_log_var += profile_backward(p.type, var, H.col(0).array(), summed, cache.column);
+  } else {
+    for (Index j = 0; j < H.cols(); ++j)
+      g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
+  }
   if (!p.fixed_variance) grad_theta[offset++] += g_log_var;
 
   // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.

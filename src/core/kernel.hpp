@@ -40,11 +40,15 @@ using KernelTerm = std::vector<KernelFactor>;
 // evaluations of varying size allocates only when a larger one comes.
 struct KernelCache {
   struct Part {
-    Buffer z1, z2;  // dim x n1, dim x n2
-    Buffer r2;      // n1 x n2; cross_backward overwrites it with dL/d(r^2)
+    Buffer z1, z2;  // dim x n1, dim x n2 (dim x 1 when constant)
+    Buffer r2;      // n1 x n2 (n1 x 1 when constant); cross_backward overwrites it with dL/d(r^2)
+    // The part's inputs were the same in every column of X2 (the time inputs of one period's
+    // pixels), so its values were one column, evaluated once and repeated.
+    bool constant = false;
   };
   std::vector<Part> parts;
   std::vector<Buffer> factors;  // n1 x n2 values of each factor of a product term
+  Buffer constant_column;       // a constant part's values (n1 x 1)
   Eigen::ArrayXd column, norms1, norms2;
 };
 
@@ -87,6 +91,9 @@ class Kernel {
   // Evaluates part c into `out`, replacing its values or adding to them.
   void add_part(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
                 Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const;
+  // The same, column by column.
+  void add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eigen::Ref<const Matrix>& X2,
+                   Eigen::Ref<Matrix> out, bool assign, KernelCache& cache) const;
   // Given dL/d(part c's values), adds its parameter gradients at `offset` and its input gradient.
   void part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCache& cache, Index offset, Vector& grad_theta,
                      Matrix* grad_X1) const;

@@ -273,14 +273,6 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
         with_grad ? Mq : 0, with_grad ? D : 0, with_grad ? M : 0, P, model.spec.num_linear_coefficients(),
         param_slice(model, ParamBlockId::likelihood).size, unit_params, with_grad ? needs : std::vector<BagNeeds>{});
 
-  // The bags are shared over the slots by their pixels, largest first to the least loaded slot
-  // (so the largest lands in slot 0); slots are spread over threads, and each thread keeps one
-  // workspace for all its slots. A slot's bags depend on the bag list only, never on the threads.
-  std::vector<Index> pixels(bags.size());
-  for (size_t k = 0; k < bags.size(); ++k) pixels[k] = data.bag_size(bags[k]);
-  const std::vector<int> slot_of = assign_bags(pixels, slots);
-  std::vector<std::exception_ptr> errors(slots);
-  std::vector<Workspace>& workspaces = workspace_pool(threads);
   // Bags sharing their unit's effect take two passes around their unit's term: their moments
   // first, then the way back from the unit term's derivatives (SharedUnitPass).
   const std::vector<std::vector<size_t>> units = shared_units(model, data, bags);
@@ -296,35 +288,101 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   auto source_of = [&](size_t k) -> const SourceTerm& {
     return sources[joint ? static_cast<size_t>(data.source_of(bags[k])) : 0];
   };
-  // A shared bag's forward pass is kept from its moments to its way back while the kept buffers,
-  // which stay from call to call, fit cache_mb in all (bags taken in list order), so it runs once;
-  // the others run it again on the way back. Either way the numbers are the same.
+  // With a gradient, a shared bag's forward pass is kept from its moments to its way back, so that
+  // it runs once. When every shared bag's fits cache_mb (a minibatch), the step takes every bag's
+  // moments over the slots, then the units' terms, then the way back, which spreads a unit's bags
+  // over the threads. When they do not (a full pass of a space-time fit would keep gigabytes), it
+  // sweeps by unit: a slot takes whole units, and runs each unit's bags forward, its term, then
+  // its bags' way back, so that a thread keeps one unit's forward passes (in its share of
+  // cache_mb) at a time. A bag that does not fit runs forward again on its way back; either way
+  // the numbers are the same.
+  const double budget = options.cache_mb * 1048576.0;
+  double shared_need = 0;
+  if (with_grad)
+    for (size_t k = 0; k < bags.size(); ++k)
+      if (unit_of[k] >= 0) shared_need += kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
+  const bool by_unit = shared_need > budget;
+
+  // The bags are shared over the slots by their pixels, largest first to the least loaded slot
+  // (so the largest lands in slot 0), a unit's together when sweeping by unit; slots are spread
+  // over threads, and each thread keeps one workspace for all its slots. A slot's bags depend on
+  // the bag list (and the cache budget) only, never on the threads.
+  std::vector<Index> pixels(bags.size());
+  for (size_t k = 0; k < bags.size(); ++k) pixels[k] = data.bag_size(bags[k]);
+  if (by_unit)
+    for (const auto& unit : units)
+      for (size_t j = 1; j < unit.size(); ++j) {
+        pixels[unit[0]] += pixels[unit[j]];
+        pixels[unit[j]] = 0;
+      }
+  std::vector<int> slot_of = assign_bags(pixels, slots);
+  if (by_unit)
+    for (const auto& unit : units)
+      for (size_t k : unit) slot_of[k] = slot_of[unit[0]];
+  std::vector<std::exception_ptr> errors(slots);
+  std::vector<Workspace>& workspaces = workspace_pool(threads);
   std::vector<int> kept_at(bags.size(), -1);
   KeptForwards& kept = kept_forwards();
-  if (with_grad && !units.empty()) {
-    const double budget = options.cache_mb * 1048576.0;
-    size_t count = 0;
-    for (size_t k = 0; k < bags.size(); ++k) {
-      if (unit_of[k] < 0) continue;
-      const double need = kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
-      const double held = count < kept.bytes.size() ? kept.bytes[count] : 0.0;
-      if (need > held && kept.total + (need - held) > budget) continue;
-      if (count == kept.bytes.size()) {
-        kept.bytes.push_back(0);
-        kept.bags.emplace_back();
-        kept.blocks.emplace_back();
-      }
-      if (need > held) {
-        kept.total += need - held;
-        kept.bytes[count] = need;
-      }
-      kept_at[k] = static_cast<int>(count++);
-    }
+  if (with_grad && !by_unit) {
+    size_t next = 0;
+    for (size_t k = 0; k < bags.size(); ++k)
+      if (unit_of[k] >= 0)
+        kept_at[k] = kept.take(next, kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options), budget);
   }
-  // pass 0: every bag, the shared ones' moments only; pass 1: the shared ones' way back. Slots are
-  // taken dynamically in order: a slot's bags and its accumulator do not depend on which thread
-  // runs it, and the largest bags start first, so minibatches of a few bags of very different
-  // sizes stay balanced.
+  // Unit u's term from its bags' moments.
+  auto unit_term = [&](size_t u) {
+    const SourceTerm& src = source_of(units[u][0]);
+    std::vector<double> y;
+    std::vector<CountMoments> mo;
+    for (size_t k : units[u]) {
+      y.push_back(data.response[bags[k]]);
+      mo.push_back(unit_moments[k]);
+    }
+    UnitTerm& t = unit_terms[u];
+    t.value = shared_unit_effect_score(dynamic_cast<const CountLikelihood&>(likelihood_of(src.spec.likelihood)), y, mo,
+                                       *src.params, src.unit_log_sd, with_grad ? &t.d : nullptr,
+                                       with_grad ? &t.g_params : nullptr, with_grad ? &t.g_log_sd : nullptr);
+  };
+  // Unit u's bags forward, its term, and their way back, in slot s on the workspace's thread.
+  auto sweep_unit = [&](size_t u, int s, Workspace& ws) {
+    const SourceTerm& src = source_of(units[u][0]);
+    Accumulator& into = acc[static_cast<size_t>(s * tasks + src.spec.task)];
+    KeptForwards& own = ws.unit;
+    // Every holder is taken before any pass fills one: taking one may move the others.
+    std::vector<int> at(units[u].size(), -1);
+    size_t next = 0;
+    for (size_t j = 0; j < units[u].size(); ++j)
+      at[j] = own.take(next, kept_bytes(model, src.needs, data.bag_size(bags[units[u][j]]), options), budget / threads);
+    for (size_t j = 0; j < units[u].size(); ++j) {
+      const size_t k = units[u][j];
+      SharedUnitPass shared;
+      shared.record = &unit_moments[k];
+      if (at[j] < 0) {
+        process_bag(model, *src.post, data, bags[k], scale, src, false, options, shared, ws, into);
+        continue;
+      }
+      const size_t h = static_cast<size_t>(at[j]);
+      bag_forward(model, *src.post, data, bags[k], src, true, true, options, own.blocks[h], own.bags[h]);
+      bag_term_of(model, *src.post, data, own.bags[h], src, options, shared, nullptr);
+    }
+    unit_term(u);
+    for (size_t j = 0; j < units[u].size(); ++j) {
+      SharedUnitPass shared;
+      shared.given = &unit_terms[u].d[j];
+      if (at[j] < 0) {
+        process_bag(model, *src.post, data, bags[units[u][j]], scale, src, true, options, shared, ws, into);
+        continue;
+      }
+      BagForward& f = own.bags[static_cast<size_t>(at[j])];
+      BagGradient g;
+      bag_term_of(model, *src.post, data, f, src, options, shared, &g);
+      bag_backward(model, *src.post, data, f, scale, src, options, g, ws, into);
+    }
+  };
+  // pass 0: every bag, the shared ones' moments only (or their whole sweep by unit); pass 1: the
+  // shared ones' way back. Slots are taken dynamically in order: a slot's bags and its accumulator
+  // do not depend on which thread runs it, and the largest bags start first, so minibatches of a
+  // few bags of very different sizes stay balanced.
   auto run_slots = [&](int pass) {
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int s = 0; s < slots; ++s) {
@@ -334,6 +392,10 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
         Workspace& ws = workspaces[omp_get_thread_num()];
         for (size_t k = 0; k < bags.size(); ++k) {
           if (slot_of[k] != s || (pass == 1 && unit_of[k] < 0)) continue;
+          if (by_unit && unit_of[k] >= 0) {
+            if (place[k] == 0) sweep_unit(static_cast<size_t>(unit_of[k]), s, ws);
+            continue;
+          }
           SharedUnitPass shared;
           if (unit_of[k] >= 0 && pass == 0) shared.record = &unit_moments[k];
           if (unit_of[k] >= 0 && pass == 1) shared.given = &unit_terms[static_cast<size_t>(unit_of[k])].d[place[k]];
@@ -363,23 +425,13 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
       if (e && !failure) failure = e;
   };
   run_slots(0);
-  if (!units.empty() && !failure) {
+  if (!units.empty() && !failure && !by_unit) {
     std::vector<std::exception_ptr> unit_errors(units.size());
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (size_t u = 0; u < units.size(); ++u) {
       const FlushDenormals flush_here;
       try {
-        const SourceTerm& src = source_of(units[u][0]);
-        std::vector<double> y;
-        std::vector<CountMoments> mo;
-        for (size_t k : units[u]) {
-          y.push_back(data.response[bags[k]]);
-          mo.push_back(unit_moments[k]);
-        }
-        UnitTerm& t = unit_terms[u];
-        t.value = shared_unit_effect_score(dynamic_cast<const CountLikelihood&>(likelihood_of(src.spec.likelihood)), y,
-                                           mo, *src.params, src.unit_log_sd, with_grad ? &t.d : nullptr,
-                                           with_grad ? &t.g_params : nullptr, with_grad ? &t.g_log_sd : nullptr);
+        unit_term(u);
       } catch (...) {
         unit_errors[u] = std::current_exception();
       }

@@ -140,6 +140,45 @@ TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
         << k.param_names()[p];
 }
 
+// A part whose inputs are the same in every column of X2 (the time parts over one period's
+// pixels) is evaluated once and repeated: its values and gradients are those of the columns taken
+// one at a time, where nothing is repeated.
+TEST(Kernel, PartsConstantOverTheColumnsMatchColumnByColumn) {
+  const Kernel k = space_time_kernel();
+  const Matrix X1 = random_inputs(6, 7);
+  Matrix X2 = random_inputs(9, 8);
+  for (Index j = 1; j < X2.cols(); ++j) X2.col(j).tail(kTimeInputs) = X2.col(0).tail(kTimeInputs);
+  X2.row(0).setConstant(0.3);  // one covariate too, not the other: the ard part is not constant
+  std::mt19937_64 rng(9);
+  std::normal_distribution<double> normal;
+  Matrix G(6, 9);
+  for (Index i = 0; i < G.size(); ++i) G.data()[i] = normal(rng);
+
+  Matrix K;
+  KernelCache cache;
+  k.cross(X1, X2, K, &cache);
+  EXPECT_FALSE(cache.parts[0].constant);
+  EXPECT_FALSE(cache.parts[1].constant);
+  EXPECT_TRUE(cache.parts[2].constant);
+  EXPECT_TRUE(cache.parts[3].constant);
+  Vector g_theta = Vector::Zero(k.num_params());
+  Matrix g_X1 = Matrix::Zero(kD, 6);
+  k.cross_backward(G, cache, g_theta, &g_X1);
+
+  Vector one_theta = Vector::Zero(k.num_params());
+  Matrix one_X1 = Matrix::Zero(kD, 6);
+  for (Index j = 0; j < X2.cols(); ++j) {
+    Matrix Kj;
+    KernelCache cj;
+    k.cross(X1, X2.col(j), Kj, &cj);
+    EXPECT_FALSE(cj.parts[2].constant);
+    EXPECT_LT((Kj.col(0) - K.col(j)).cwiseAbs().maxCoeff(), 1e-15) << "column " << j;
+    k.cross_backward(G.col(j), cj, one_theta, &one_X1);
+  }
+  EXPECT_LT((g_theta - one_theta).cwiseAbs().maxCoeff(), 1e-12 * (1 + one_theta.cwiseAbs().maxCoeff()));
+  EXPECT_LT((g_X1 - one_X1).cwiseAbs().maxCoeff(), 1e-12 * (1 + one_X1.cwiseAbs().maxCoeff()));
+}
+
 TEST(Kernel, TermsMustUseEveryPartOnce) {
   KernelPart p;
   EXPECT_THROW(Kernel({p, p}, {{{0}}}), ConfigError);      // part 1 unused

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "core/bag_pass.hpp"
 #include "core/likelihoods/count.hpp"
 #include "core/objective.hpp"
 #include "core/predict.hpp"
@@ -250,26 +251,53 @@ TEST(SharedUnitEffect, ElboGradientMatchesFiniteDifferences) {
     }
 }
 
-// A shared bag keeps its forward pass from its moments to its way back while the kept ones fit the
-// cache budget; the others recompute it, block by block. All kept, some kept, and none kept give
-// the same ELBO and gradient, and the recomputed path's gradient matches central differences.
+// A shared bag keeps its forward pass from its moments to its way back. While every shared bag's
+// fits the cache budget the step takes two passes around the units' terms; beyond it, it sweeps
+// by unit, each thread keeping one unit's bags in its share of the budget, and a bag that does not
+// fit recomputes its pass block by block. Every budget gives the two passes' ELBO and gradient (to
+// rounding: the slots sum the bags in another order), the same bits on one thread and two, and
+// the gradient of the sweep that keeps nothing matches central differences.
 TEST(SharedUnitEffect, KeptAndRecomputedForwardPassesAgree) {
   for (LikelihoodKind lik : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
     const Dataset data = two_period_data(lik);
     const Model model = shared_model(lik, CovarianceMode::nystrom);
-    const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};
-    ObjectiveOptions kept, some, recomputed;
-    some.block = recomputed.block = 2;
-    some.cache_mb = 3.0 * model.num_q() * 8 * 6 * 4 / 1048576.0;  // room for a few bags' blocks
-    recomputed.cache_mb = 0;
+    const std::vector<Index> bags = {1, 5, 2, 6, 0, 4};  // units d1, d2 and d0, two periods each
+    ObjectiveOptions kept;
+    kept.block = 2;
+    const BagNeeds needs = bag_needs(model.spec);
+    double all = 0, largest_bag = 0;
+    for (Index a : bags) {
+      const double need = kept_bytes(model, needs, data.bag_size(a), kept);
+      all += need;
+      largest_bag = std::max(largest_bag, need);
+    }
     Vector g_kept;
     const double e_kept = elbo(model, data, bags, 1.5, &g_kept, kept).elbo;
-    for (const ObjectiveOptions& other : {some, recomputed}) {
-      Vector g;
-      const double e = elbo(model, data, bags, 1.5, &g, other).elbo;
-      EXPECT_NEAR(e_kept, e, 1e-12 * std::abs(e_kept)) << to_string(lik);
-      EXPECT_LT((g_kept - g).cwiseAbs().maxCoeff(), 1e-10 * (1 + g_kept.cwiseAbs().maxCoeff())) << to_string(lik);
+    // Just short of every bag (a unit fits each thread's share), room for about one bag, none.
+    for (double bytes : {0.99 * all, 1.5 * largest_bag, 0.0}) {
+      Vector g_one;
+      double e_one = 0;
+      for (int threads : {1, 2}) {
+        ObjectiveOptions swept = kept;
+        swept.cache_mb = bytes / 1048576.0;
+        swept.threads = threads;
+        Vector g;
+        const double e = elbo(model, data, bags, 1.5, &g, swept).elbo;
+        const std::string what =
+            to_string(lik) + ", " + std::to_string(bytes) + " bytes, threads " + std::to_string(threads);
+        EXPECT_NEAR(e_kept, e, 1e-12 * std::abs(e_kept)) << what;
+        EXPECT_LT((g_kept - g).cwiseAbs().maxCoeff(), 1e-10 * (1 + g_kept.cwiseAbs().maxCoeff())) << what;
+        if (threads == 1) {
+          e_one = e;
+          g_one = g;
+        } else {
+          EXPECT_EQ(e_one, e) << what;
+          EXPECT_EQ(g_one, g) << what;
+        }
+      }
     }
+    ObjectiveOptions recomputed = kept;
+    recomputed.cache_mb = 0;
     Vector g_recomputed;
     elbo(model, data, bags, 1.5, &g_recomputed, recomputed);
     const Vector numeric = test::numeric_gradient(model, data, bags, 1.5, 1e-3, recomputed);
