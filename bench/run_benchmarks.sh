@@ -62,7 +62,8 @@ if want space_time; then
       out="$work/seasonal_fit_${months}_$scope"
       fit=(build/apps/vbagg-train --config "$work/seasonal/seasonal.yaml" --out "$out" --threads "$threads"
         --set data.time=2019-01..$last --set train.optimizer=natgrad --set model.inducing.count=200
-        --set train.holdout.fraction=0 --set model.kernel.time=seasonal+trend --set model.unit_effect_scope=$scope)
+        --set train.holdout.fraction=0 --set model.kernel.time=seasonal+trend --set model.unit_effect_scope=$scope
+        --set train.polish=0 --set model.point_uncertainty=none)
       one=$( { /usr/bin/time -f "wall %e" "${fit[@]}" --set train.epochs=1; } 2>&1 )
       log=$( { /usr/bin/time -f "peak %M" "${fit[@]}" --set train.epochs=10; } 2>&1 )
       counts=$(echo "$log" | sed -n 's/^info \([0-9]*\) units, \([0-9]*\) pixels.*/\1 \2/p' | head -1)

@@ -18,7 +18,8 @@ struct ObjectiveOptions {
   Index block = 2048;
   // Per thread, the blocks of a bag keep their kernel matrices for the backward pass while they
   // fit in this many MiB; larger bags recompute them instead (at M = 576 this keeps bags of up
-  // to about 14,000 pixels).
+  // to about 14,000 pixels). Bags sharing their unit's effect keep their forward passes from
+  // their moments to their way back within this many MiB in all (elbo).
   double cache_mb = 256;
   // Also return the gradient of the data term with respect to q's mean and covariance (for
   // natural-gradient steps). Ignored for a MAP estimate, which has no covariance.
