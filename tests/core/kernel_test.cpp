@@ -83,6 +83,15 @@ TEST(Kernel, SeasonalPartRepeatsEveryYear) {
   EXPECT_LT(K(0, 2), 0.5 * k.diag_value());     // half a year apart: least correlated
 }
 
+// N(0, 1) weights G of a sum over the kernel's values.
+Matrix random_weights(Index rows, Index cols, unsigned seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  Matrix G(rows, cols);
+  for (Index i = 0; i < G.size(); ++i) G.data()[i] = normal(rng);
+  return G;
+}
+
 // L = sum_ij G_ij k(x1_i, x2_j) for a fixed random G: its gradient is cross_backward's.
 double weighted_sum(const Kernel& k, const Matrix& X1, const Matrix& X2, const Matrix& G) {
   Matrix K;
@@ -105,10 +114,7 @@ double central_difference(const Kernel& k, Index p, double h, F value) {
 TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   const Kernel k = space_time_kernel();
   const Matrix X1 = random_inputs(6, 3), X2 = random_inputs(7, 4);
-  std::mt19937_64 rng(5);
-  std::normal_distribution<double> normal;
-  Matrix G(6, 7);
-  for (Index i = 0; i < G.size(); ++i) G.data()[i] = normal(rng);
+  const Matrix G = random_weights(6, 7, 5);
 
   Matrix K;
   KernelCache cache;
@@ -149,10 +155,7 @@ TEST(Kernel, PartsConstantOverTheColumnsMatchColumnByColumn) {
   Matrix X2 = random_inputs(9, 8);
   for (Index j = 1; j < X2.cols(); ++j) X2.col(j).tail(kTimeInputs) = X2.col(0).tail(kTimeInputs);
   X2.row(0).setConstant(0.3);  // one covariate too, not the other: the ard part is not constant
-  std::mt19937_64 rng(9);
-  std::normal_distribution<double> normal;
-  Matrix G(6, 9);
-  for (Index i = 0; i < G.size(); ++i) G.data()[i] = normal(rng);
+  const Matrix G = random_weights(6, 9, 9);
 
   Matrix K;
   KernelCache cache;
