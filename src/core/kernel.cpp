@@ -324,8 +324,7 @@ void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCa
   double g_log_var = 0;
   if (pc.constant) {
     // One column of values, repeated: its gradient is the sum of G's columns.
-    cache.column = G.rowwise().sum().array();
-    const Eigen::ArrayXd summed = cache.column;
+    const Eigen::ArrayXd summed = G.rowwise().sum().array();
     g_log_var += profile_backward(p.type, var, H.col(0).array(), summed, cache.column);
   } else {
     for (Index j = 0; j < H.cols(); ++j)

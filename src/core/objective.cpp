@@ -297,10 +297,14 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   // cache_mb) at a time. A bag that does not fit runs forward again on its way back; either way
   // the numbers are the same.
   const double budget = options.cache_mb * 1048576.0;
+  std::vector<double> need(bags.size(), 0.0);  // the bytes a shared bag's kept forward pass takes
   double shared_need = 0;
   if (with_grad)
     for (size_t k = 0; k < bags.size(); ++k)
-      if (unit_of[k] >= 0) shared_need += kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
+      if (unit_of[k] >= 0) {
+        need[k] = kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
+        shared_need += need[k];
+      }
   const bool by_unit = shared_need > budget;
 
   // The bags are shared over the slots by their pixels, largest first to the least loaded slot
@@ -326,8 +330,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (with_grad && !by_unit) {
     size_t next = 0;
     for (size_t k = 0; k < bags.size(); ++k)
-      if (unit_of[k] >= 0)
-        kept_at[k] = kept.take(next, kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options), budget);
+      if (unit_of[k] >= 0) kept_at[k] = kept.take(next, need[k], budget);
   }
   // Unit u's term from its bags' moments.
   auto unit_term = [&](size_t u) {
@@ -351,8 +354,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     // Every holder is taken before any pass fills one: taking one may move the others.
     std::vector<int> at(units[u].size(), -1);
     size_t next = 0;
-    for (size_t j = 0; j < units[u].size(); ++j)
-      at[j] = own.take(next, kept_bytes(model, src.needs, data.bag_size(bags[units[u][j]]), options), budget / threads);
+    for (size_t j = 0; j < units[u].size(); ++j) at[j] = own.take(next, need[units[u][j]], budget / threads);
     for (size_t j = 0; j < units[u].size(); ++j) {
       const size_t k = units[u][j];
       SharedUnitPass shared;
