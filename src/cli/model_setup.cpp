@@ -299,6 +299,7 @@ FitOptions fit_options(const Settings& settings, int threads, Index training_pix
   o.polish = default_polish(settings, o.optimizer, o.epochs);
   o.batch_bags = t.batch_bags;
   o.tolerance = t.tolerance;
+  o.lbfgs_memory = t.lbfgs_memory;
   o.patience = t.patience;
   o.seed = t.seed;
   o.threads = threads;

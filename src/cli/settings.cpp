@@ -70,6 +70,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (r.text("train.polish") != "auto") t.polish = static_cast<int>(r.integer("train.polish"));
   t.batch_bags = r.integer("train.batch_bags");
   t.tolerance = r.real("train.tolerance");
+  t.lbfgs_memory = static_cast<int>(r.integer("train.lbfgs_memory"));
   t.patience = static_cast<int>(r.integer("train.patience"));
   t.seed = static_cast<unsigned long long>(r.integer("train.seed"));
   t.threads = static_cast<int>(r.integer("train.threads"));

@@ -38,6 +38,7 @@ struct Settings {
     double learning_rate = 0, natgrad_step = 0, tolerance = 0, holdout_fraction = 0;
     int epochs = 0, first_stage_epochs = 0, patience = 0, threads = 0;
     std::optional<int> polish;  // nullopt: auto
+    int lbfgs_memory = 0;
     Index batch_bags = 0;
     unsigned long long seed = 0, holdout_seed = 0;
     std::string holdout_periods;  // data.time's form; empty: none

@@ -115,6 +115,18 @@ TEST(Settings, EpochBudgetFollowsThePeriodsAndTheOptimizer) {
             7);
 }
 
+// train.lbfgs_memory reaches the optimiser; a memory of no steps is refused by name.
+TEST(Settings, LbfgsMemoryReachesTheFitAndIsAtLeastOne) {
+  EXPECT_EQ(fit_options(settings_of(defaults_with({})), 1, 1000).lbfgs_memory, 10);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.lbfgs_memory=30"})), 1, 1000).lbfgs_memory, 30);
+  try {
+    settings_of(defaults_with({"train.lbfgs_memory=0"}));
+    FAIL() << "a memory of 0 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.lbfgs_memory"), std::string::npos) << e.what();
+  }
+}
+
 // Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
 // point fixed effects and constant steps.
 TEST(Settings, SeveralTasksGetVariationalFixedEffectsAndAnnealedSteps) {
