@@ -471,7 +471,8 @@ std::vector<Param> make_params() {
        "lbfgs: how many past steps the quasi-Newton curvature is built from. More costs two vectors of every "
        "parameter per step and a little arithmetic, nothing per pass over the data. On 21-month synthetic countries "
        "(docs/experiments.md) 30 converged in 31 % fewer evaluations than 10, to the same objective within a nat, "
-       "with maps a few per cent less accurate and calibrated about as well; the defaults were calibrated with 10."},
+       "with maps a few per cent less accurate and calibration moving both ways; the defaults were calibrated with "
+       "10."},
       {"train.patience",
        T::integer,
        "0",
