@@ -257,14 +257,23 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels) {
   return training_pixels <= kFullBatchPixels ? Optimizer::lbfgs : Optimizer::natgrad;
 }
 
+namespace {
+
+// Where the polish was measured and is on by default: an L-BFGS fit of one source of a
+// variational model, of one period or several.
+bool polish_measured(const Settings& settings, Optimizer optimizer) {
+  const ModelSpec spec = model_spec(settings);
+  return optimizer == Optimizer::lbfgs && spec.num_sources() == 1 && !spec.map_estimate &&
+         settings.model.kind != ModelKind::constant;
+}
+
+}  // namespace
+
 int default_polish(const Settings& settings, Optimizer optimizer, int epochs) {
   if (settings.train.polish) return *settings.train.polish;
-  const ModelSpec spec = model_spec(settings);
-  const bool measured = optimizer == Optimizer::lbfgs && !settings.periods && spec.num_sources() == 1 &&
-                        !spec.map_estimate && settings.model.kind != ModelKind::constant;
   // Bounded by the epochs too: a fit told to stop after a few (a quick look at new data, a smoke
   // test) should not run hundreds of polish steps after them.
-  return measured ? std::min(kAutoPolish, epochs) : 0;
+  return polish_measured(settings, optimizer) ? std::min(kAutoPolish, epochs) : 0;
 }
 
 // auto: the annealed steps that variational fixed effects need to settle (several tasks).
@@ -277,7 +286,12 @@ int default_epochs(const Settings& settings, Optimizer optimizer) {
   // prior"): after 350 evaluations the shared unit effects still held part of the field and a
   // static covariate's effect (maps' 95 % intervals covering 71 % of the truth); after 1,550 the
   // effects' sd had fallen from 0.21 to 0.02 (truth 0) and the pixel MSE 35-fold.
-  if (optimizer == Optimizer::lbfgs && settings.periods) return 1500;
+  // The polish after them brings q where 1,100 more evaluations would, in fewer passes
+  // (docs/experiments.md, "A shorter L-BFGS, then the polish").
+  if (optimizer == Optimizer::lbfgs && settings.periods) {
+    const bool polished = settings.train.polish ? *settings.train.polish > 0 : polish_measured(settings, optimizer);
+    return polished ? kSpaceTimeEpochsBeforePolish : 1500;
+  }
   // Several tasks: their annealed steps were measured over 1000 epochs (docs/experiments.md).
   return optimizer != Optimizer::lbfgs && several_tasks(settings) ? 1000 : 300;
 }

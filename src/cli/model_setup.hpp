@@ -40,14 +40,16 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
 // and at most 200: bag data resolve the map no finer than the units, and an objective pass costs
 // M^2 per pixel, so a small problem should not pay for a continent's M.
 Index inducing_count(const Settings& settings, Index training_units);
-// train.epochs when 0 (auto): 1500 for an L-BFGS fit of several periods, 1000 for an adam or
-// natgrad fit of several tasks, else 300.
+// train.epochs when 0 (auto): for an L-BFGS fit of several periods kSpaceTimeEpochsBeforePolish
+// when the polish follows and 1500 when it does not; 1000 for an adam or natgrad fit of several
+// tasks; else 300.
+constexpr int kSpaceTimeEpochsBeforePolish = 400;
 int default_epochs(const Settings& settings, Optimizer optimizer);
 // train.polish when auto: kAutoPolish evaluations, or the fit's epochs if fewer, after an L-BFGS
-// fit of one period and one source of a variational model, where the polish was measured
-// (docs/experiments.md, "The polish after L-BFGS"); else none. L-BFGS over q's ~1,500 entries and
-// the rest together stopped at its budget far from the optimum where the counts pin the field,
-// with intervals up to twice too wide.
+// fit of one source of a variational model, where the polish was measured (docs/experiments.md,
+// "The polish after L-BFGS" for one period, "A shorter L-BFGS, then the polish" for several);
+// else none. L-BFGS over q's entries and the rest together stopped at its budget far from the
+// optimum where the counts pin the field, with intervals up to twice too wide.
 constexpr int kAutoPolish = 300;
 int default_polish(const Settings& settings, Optimizer optimizer, int epochs);
 // train.schedule, or with auto anneal for a fit of several tasks and constant otherwise.

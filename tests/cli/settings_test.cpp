@@ -105,10 +105,22 @@ TEST(Settings, UnitEffectPriorIsTheRateOfItsSdAndProbability) {
   EXPECT_THROW(settings_of(defaults_with({"model.unit_effect_prior_sd=-0.1"})), ConfigError);
 }
 
-// train.epochs 0: a space-time L-BFGS fit gets the longer budget its unit effects need.
+// train.epochs 0: a space-time L-BFGS fit gets a budget before its polish, and the longer one its
+// unit effects need when no polish follows.
 TEST(Settings, EpochBudgetFollowsThePeriodsAndTheOptimizer) {
   const Settings months = settings_of(defaults_with({"data.time=2019-01..2019-06"}));
-  EXPECT_EQ(fit_options(months, 1, 1000).epochs, 1500);                 // L-BFGS
+  EXPECT_EQ(fit_options(months, 1, 1000).epochs, kSpaceTimeEpochsBeforePolish);  // L-BFGS, then the polish
+  EXPECT_EQ(fit_options(months, 1, 1000).polish, kAutoPolish);
+  const Settings unpolished = settings_of(defaults_with({"data.time=2019-01..2019-06", "train.polish=0"}));
+  EXPECT_EQ(fit_options(unpolished, 1, 1000).epochs, 1500);
+  EXPECT_EQ(fit_options(unpolished, 1, 1000).polish, 0);
+  // A polish set outright keeps the shorter budget; a MAP estimate has none, so it gets the longer.
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"data.time=2019-01..2019-06", "train.polish=50"})), 1, 1000).epochs,
+            kSpaceTimeEpochsBeforePolish);
+  const Settings map_months =
+      settings_of(defaults_with({"data.time=2019-01..2019-06", "model.kind=nystrom", "model.likelihood=poisson"}));
+  EXPECT_EQ(fit_options(map_months, 1, 1000).epochs, 1500);
+  EXPECT_EQ(fit_options(map_months, 1, 1000).polish, 0);
   EXPECT_EQ(fit_options(months, 1, kFullBatchPixels + 1).epochs, 300);  // natgrad
   EXPECT_EQ(fit_options(settings_of(defaults_with({})), 1, 1000).epochs, 300);
   EXPECT_EQ(fit_options(settings_of(defaults_with({"data.time=2019-01..2019-06", "train.epochs=7"})), 1, 1000).epochs,
@@ -185,9 +197,6 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   EXPECT_EQ(choose_optimizer(map, 1000), Optimizer::lbfgs);
   EXPECT_EQ(fit_options(map, 1, 1000).polish, 0);
   EXPECT_EQ(choose_optimizer(map, kFullBatchPixels + 1), Optimizer::adam);
-  const Settings months = settings_of(defaults_with({"data.time=2019-01..2019-06"}));
-  EXPECT_EQ(fit_options(months, 1, 1000).epochs, 1500);
-  EXPECT_EQ(fit_options(months, 1, 1000).polish, 0);  // not measured on several periods
   EXPECT_THROW(parse_optimizer("newton"), ConfigError);
 }
 
