@@ -289,10 +289,8 @@ int default_epochs(const Settings& settings, Optimizer optimizer) {
   // With the polish after 400 of them, three such countries ended higher than after L-BFGS
   // alone (867-1,550 evaluations) in fewer passes (docs/experiments.md, "A shorter L-BFGS, then
   // the polish").
-  if (optimizer == Optimizer::lbfgs && settings.periods) {
-    const bool polished = settings.train.polish ? *settings.train.polish > 0 : polish_measured(settings, optimizer);
-    return polished ? kSpaceTimeEpochsBeforePolish : 1500;
-  }
+  if (optimizer == Optimizer::lbfgs && settings.periods)
+    return default_polish(settings, optimizer, kSpaceTimeEpochsBeforePolish) > 0 ? kSpaceTimeEpochsBeforePolish : 1500;
   // Several tasks: their annealed steps were measured over 1000 epochs (docs/experiments.md).
   return optimizer != Optimizer::lbfgs && several_tasks(settings) ? 1000 : 300;
 }
