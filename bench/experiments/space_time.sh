@@ -10,10 +10,12 @@
 # Scored per month against that month's true intensity (pixel correlation, MSE relative to the
 # mean squared truth, calibration of 50-95 % intervals), and on the held-out months' counts.
 #   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3] [--space KERNEL]
-#                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only] [--keep DIR]
+#                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only | --months-only]
+#                                   [--keep DIR]
 # --space sets model.kernel.space of every fit (default: each fit's own default); --scope sets
 # model.unit_effect_scope of the space-time fit (default: auto, one effect per unit); --set passes
-# a setting to the space-time fit (repeatable); --joint-only skips the fits per month; --keep
+# a setting to the space-time fit (repeatable); --joint-only skips the fits per month, --months-only
+# the space-time fit; --keep
 # writes the data, models and evaluations to DIR (its seed's folder) instead of a folder removed
 # at the end, so that a fit's history.csv can be read.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
@@ -22,7 +24,7 @@ cd "$(dirname "$0")/../.."
 # gdalinfo (gdal-bin) and bc, which a build machine lacks; the installer's notes go to stderr.
 scripts/deps.sh gdal-bin bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
-seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0 keep=""
+seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0 months_only=0 keep=""
 joint_set=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -34,10 +36,15 @@ while [ $# -gt 0 ]; do
     --scope) scope=$2; shift 2 ;;
     --set) joint_set+=(--set "$2"); shift 2 ;;
     --joint-only) joint_only=1; shift ;;
+    --months-only) months_only=1; shift ;;
     --keep) keep=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ "$joint_only" = 1 ] && [ "$months_only" = 1 ]; then
+  echo "--joint-only and --months-only leave nothing to fit" >&2
+  exit 2
+fi
 if [ -n "$keep" ]; then
   mkdir -p "$keep"
   work=$(cd "$keep" && pwd)
@@ -89,17 +96,22 @@ for seed in $seeds; do
   d="$work/$seed"
   "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --size "$size" --units "$units" \
     --unit-noise "$noise" --months 24 -q
-  start=$(date +%s.%N)
-  "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" "${joint_set[@]}" \
-    --set model.unit_effect_scope="$scope" --set data.time=2019-01..2020-12 --set train.holdout.fraction=0 --set train.holdout.periods=2020-10..2020-12
-  joint_s=$(echo "$(date +%s.%N) - $start" | bc)
-  echo "seed $seed, space-time fit: $(grep -m1 -A1 'unit_effect:' "$d/joint/model.yaml" | tail -1 | tr -s ' ')" >&2
+  if [ "$months_only" = 0 ]; then
+    start=$(date +%s.%N)
+    "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" "${joint_set[@]}" \
+      --set model.unit_effect_scope="$scope" --set data.time=2019-01..2020-12 --set train.holdout.fraction=0 \
+      --set train.holdout.periods=2020-10..2020-12
+    joint_s=$(echo "$(date +%s.%N) - $start" | bc)
+    echo "seed $seed, space-time fit: $(grep -m1 -A1 'unit_effect:' "$d/joint/model.yaml" | tail -1 | tr -s ' ')" >&2
+  fi
   independent_s=0
   for label in $seen $held; do
     ms=$(truth_ms "$d/data/truth_intensity_$label.tif")
-    "$bin/vbagg-eval" --model "$d/joint/model.yaml" --set data.time="$label" --split all \
-      --truth "$d/data/truth_intensity_{period}.tif" --json "$d/joint_$label.json" -q >/dev/null
-    scores "$d/joint_$label.json" "$ms" >>"$d/joint_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
+    if [ "$months_only" = 0 ]; then
+      "$bin/vbagg-eval" --model "$d/joint/model.yaml" --set data.time="$label" --split all \
+        --truth "$d/data/truth_intensity_{period}.tif" --json "$d/joint_$label.json" -q >/dev/null
+      scores "$d/joint_$label.json" "$ms" >>"$d/joint_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
+    fi
     [ "$joint_only" = 1 ] && continue
     month_config "$d" "$label"
     last="$((${label:0:4} - 1))${label:4}"
@@ -116,8 +128,9 @@ for seed in $seeds; do
       --truth "$d/data/truth_intensity_$label.tif" --json "$d/month_$label.json" -q >/dev/null
     scores "$d/month_$label.json" "$ms" >>"$d/month_$([[ " $held " == *" $label "* ]] && echo held || echo seen).txt"
   done
-  fits="joint"
-  [ "$joint_only" = 1 ] || fits="joint month"
+  fits="joint month"
+  [ "$joint_only" = 1 ] && fits="joint"
+  [ "$months_only" = 1 ] && fits="month"
   for fit in $fits; do
     for part in seen held; do
       read -r corr mse cal cov c50 c95 nll < <(column_means <"$d/${fit}_$part.txt")
