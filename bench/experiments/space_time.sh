@@ -14,10 +14,9 @@
 #                                   [--keep DIR]
 # --space sets model.kernel.space of every fit (default: each fit's own default); --scope sets
 # model.unit_effect_scope of the space-time fit (default: auto, one effect per unit); --set passes
-# a setting to the space-time fit (repeatable); --joint-only skips the fits per month, --months-only
-# the space-time fit; --keep
-# writes the data, models and evaluations to DIR (its seed's folder) instead of a folder removed
-# at the end, so that a fit's history.csv can be read.
+# a setting to the space-time fit (repeatable); --joint-only skips the fits per month, and
+# --months-only the space-time fit; --keep writes the data, models and evaluations to DIR (its
+# seed's folder) instead of a folder removed at the end, so that a fit's history.csv can be read.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
