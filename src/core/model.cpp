@@ -127,8 +127,8 @@ void validate_source(const ModelSpec& spec) {
                       "' is not supported (" + to_string(spec.likelihood) + " allows: " + allowed + ")");
   }
   if (spec.expectation == Expectation::bound && !lik.has_bound())
-    throw ConfigError("likelihood '" + to_string(spec.likelihood) +
-                      "' has only the sampled expectation (model.expectation: sample)");
+    throw ConfigError("likelihood '" + to_string(spec.likelihood) + "' has no bound expectation (model.expectation: " +
+                      (lik.has_delta_method() ? "delta or sample)" : "sample)"));
   if (spec.expectation == Expectation::delta && !lik.has_delta_method())
     throw ConfigError("likelihood '" + to_string(spec.likelihood) + "' has no delta-method expectation (use bound)");
   if (spec.expectation == Expectation::sample && (spec.map_estimate || spec.covariance != CovarianceMode::nystrom))

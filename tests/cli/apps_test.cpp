@@ -257,7 +257,7 @@ TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
   const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
   EXPECT_EQ(file.model.spec.likelihood, LikelihoodKind::binomial);
   EXPECT_EQ(file.model.spec.link, Link::logit);
-  EXPECT_EQ(file.model.spec.expectation, Expectation::sample);
+  EXPECT_EQ(file.model.spec.expectation, Expectation::delta);
   PredictArgs p;
   p.model_path = t.out + "/model.yaml";
   p.out = path("maps_prevalence");
@@ -275,7 +275,9 @@ TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
   e.split = "all";
   e.truth = path("data/truth_prevalence.tif");
   const Metrics r = run_eval(e).metrics;
-  EXPECT_GT(r.pixel_correlation, 0.8);
+  // Twelve training units pin the map down loosely: 0.72 at the ELBO's optimum (a sampled fit
+  // run long enough ends there too), against 0.85 when all sixteen train.
+  EXPECT_GT(r.pixel_correlation, 0.6);
   EXPECT_LT(r.pixel_mse, r.baseline_pixel_mse);
   EXPECT_LT(r.bag_log_mse, 0.1);  // positives per unit, against n_a x the unit's prevalence
   const std::string csv = read_text(p.out + "/units.csv");

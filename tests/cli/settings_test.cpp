@@ -153,9 +153,14 @@ TEST(Settings, SeveralTasksGetVariationalFixedEffectsAndAnnealedSteps) {
   const Settings joint = with({});
   EXPECT_EQ(model_spec(joint).num_tasks(), 2);
   EXPECT_EQ(model_spec(joint).fixed_effects, FixedEffects::variational);
-  ASSERT_EQ(choose_optimizer(joint, 1000), Optimizer::adam);  // the clusters' sampled binomial term
-  EXPECT_EQ(fit_options(joint, 1, 1000).schedule, Schedule::anneal);
-  EXPECT_EQ(fit_options(joint, 1, 1000).epochs, 1000);
+  // Every source's term deterministic (the clusters' binomial by its delta method): L-BFGS.
+  EXPECT_EQ(choose_optimizer(joint, 1000), Optimizer::lbfgs);
+  EXPECT_EQ(fit_options(joint, 1, 1000).epochs, 300);
+  // Sampled: Adam, with the annealed steps over 1000 epochs.
+  const Settings sampled = with({"model.expectation=sample"});
+  ASSERT_EQ(choose_optimizer(sampled, 1000), Optimizer::adam);
+  EXPECT_EQ(fit_options(sampled, 1, 1000).schedule, Schedule::anneal);
+  EXPECT_EQ(fit_options(sampled, 1, 1000).epochs, 1000);
   const Settings set = with({"model.fixed_effects=point", "train.schedule=constant", "train.epochs=50"});
   EXPECT_EQ(model_spec(set).fixed_effects, FixedEffects::point);
   EXPECT_EQ(fit_options(set, 1, 1000).schedule, Schedule::constant);

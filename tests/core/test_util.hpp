@@ -51,7 +51,7 @@ inline std::vector<SpecCase> all_specs() {
               if (!lik->has_delta_method()) continue;
               ModelSpec b = s;
               b.expectation = Expectation::bound;
-              if (!lik->is_count() || lik->needs(b) == lik->needs(s)) continue;
+              if (lik->has_bound() && (!lik->is_count() || lik->needs(b) == lik->needs(s))) continue;
             }
             if (cov == CovarianceMode::exact) {
               ModelSpec n = s;
@@ -59,9 +59,9 @@ inline std::vector<SpecCase> all_specs() {
               if (lik->needs(n) == BagNeeds::marginals) continue;
             }
             if (agg == Aggregation::mean && s.likelihood != LikelihoodKind::normal) continue;
-            // A likelihood with the sampled expectation only (binomial): that variant alone.
-            if (!lik->has_bound()) {
-              if (ex != Expectation::bound || cov != CovarianceMode::nystrom) continue;
+            // A likelihood without the bound (binomial): the sampled variant in its place.
+            if (!lik->has_bound() && ex == Expectation::bound) {
+              if (cov != CovarianceMode::nystrom) continue;
               s.expectation = Expectation::sample;
               s.samples = 3;
               s.learn_inducing = true;
@@ -78,7 +78,8 @@ inline std::vector<SpecCase> all_specs() {
             s.learn_inducing = true;
             out.push_back({name, s});
             // One linear-mean variant per likelihood and link (over the first two inputs).
-            if (ex == Expectation::bound && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
+            const Expectation first = lik->has_bound() ? Expectation::bound : Expectation::delta;
+            if (ex == first && cov == CovarianceMode::nystrom && agg == Aggregation::sum) {
               ModelSpec l = s;
               l.linear_inputs = 2;
               l.linear_prior_sd = 0.7;

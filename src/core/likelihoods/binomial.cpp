@@ -1,11 +1,13 @@
 // y_a ~ Binomial(n_a, pi_a): y_a positives among n_a tested (a survey cluster or a unit), with the
 // bag's prevalence the population-weighted mean pi_a = sum_i w_i sigma(f_i) / sum_i w_i (the
 // logit link). There is no closed-form or bounded expectation of log pi_a and log(1 - pi_a)
-// worth having, so the term is the sampled expectation (MODEL.md 4e ii) only: it needs log p(y |
-// pi) and its derivative, which this file supplies.
+// worth having. The term is either sampled (MODEL.md 4e ii), which needs log p(y | pi) and its
+// derivative from this file, or deterministic (expectation delta: the logit of pi_a taken as
+// Normal, binomial_delta.cpp).
 #include <algorithm>
 #include <cmath>
 
+#include "binomial_delta.hpp"
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 
@@ -22,18 +24,23 @@ class Binomial final : public BagLikelihood {
   const char* name() const override { return "binomial"; }
   std::vector<Link> links() const override { return {Link::logit}; }
   bool has_bound() const override { return false; }
-  bool has_delta_method() const override { return false; }
   bool needs_trials() const override { return true; }
   bool allows_map(const ModelSpec&) const override { return false; }
   const char* intensity_unit() const override { return "prevalence (proportion positive)"; }
   const char* total_unit() const override { return "people infected"; }
-  // The sampled expectation reads T through products and the residual.
-  BagNeeds needs(const ModelSpec&) const override { return BagNeeds::residual; }
+  // Both expectations read T through products and the residual; the delta method's exact form
+  // reads C.
+  BagNeeds needs(const ModelSpec& spec) const override {
+    return spec.expectation == Expectation::delta && spec.covariance == CovarianceMode::exact ? BagNeeds::exact
+                                                                                              : BagNeeds::residual;
+  }
   Vector aggregate_weights(const ModelSpec&, const Vector& w) const override { return w / w.sum(); }
   double expected_observation(double prevalence, double trials) const override { return trials * prevalence; }
 
-  double term(const ModelSpec&, const Vector&, const BagPosterior&, BagGradient*) const override {
-    throw ConfigError("the binomial likelihood has only the sampled expectation (model.expectation: sample)");
+  double term(const ModelSpec& spec, const Vector&, const BagPosterior& b, BagGradient* grad) const override {
+    if (spec.expectation != Expectation::delta)
+      throw ConfigError("the binomial likelihood has no bound: its expectation is delta or sample");
+    return log_choose(b.trials, b.y) + binomial_delta_term(spec, b, aggregate_weights(spec, b.weight), grad);
   }
 
   // log C(n, y) + y log pi + (n - y) log(1 - pi), with pi kept inside (0, 1) by its floor.
