@@ -1,12 +1,14 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
-//               [--samples 8] [--likelihood poisson|negative_binomial] [--inducing 576] [--threads 2]
+//               [--samples 8] [--likelihood poisson|negative_binomial|binomial] [--inducing 576] [--threads 2]
 //               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048] [--tasks T] [--latents Q]
 // Measures the GEMM rate (core/products.hpp's backend) on `threads` cores (the floor is an epoch's FLOPs at that rate),
 // then times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS iteration), an Adam epoch
 // (minibatches of 16 bags, each step with its own O(M^3) update), and that O(M^3) work of a step alone (an objective +
 // gradient over no bags); then the polish's two kinds of pass (core/polish.hpp): with q's moment gradient beside the
 // full one, and with it alone.
+// --likelihood binomial (with --link logit): 1,000 tested per bag and 200 positives; the values do not
+// change the work.
 // --tasks T --latents Q: the same pixels as T sources of T tasks (bag a in source a mod T) on Q shared
 // latent fields of M inducing points each (docs/sources.md), against the one-field model.
 #include <Eigen/Core>
@@ -140,12 +142,19 @@ int main(int argc, char** argv) {
   Dataset data = bench::make_problem(po);
   const double t_problem = seconds(t0);
   t0 = Clock::now();
-  Model model = bench::make_problem_model(data, po.covariates, M, link, covariance);
+  // The problem's model starts as a count model; the binomial takes its link after.
+  const bool binomial = parse_likelihood(likelihood) == LikelihoodKind::binomial;
+  Model model = bench::make_problem_model(data, po.covariates, M, binomial ? "exp" : link, covariance);
   model.spec.expectation = parse_expectation(expectation);
   model.spec.samples = samples;
   model.spec.likelihood = parse_likelihood(likelihood);
   if (model.spec.likelihood == LikelihoodKind::negative_binomial)
     model.likelihood_params = Vector::Constant(1, std::log(100.0));
+  if (binomial) {
+    model.spec.link = parse_link(link);
+    data.trials = Vector::Constant(data.num_bags(), 1000);
+    data.response = Vector::Constant(data.num_bags(), 200);
+  }
   if (tasks > 1 || latents > 1) make_mixed(model, data, tasks, latents);
   model.spec.validate();
   std::printf("tasks %ld, latents %ld; products by %s\n", static_cast<long>(tasks), static_cast<long>(latents),

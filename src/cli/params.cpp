@@ -215,7 +215,9 @@ std::vector<Param> make_params() {
        "the within-bag covariance per model.covariance), or sample (an unbiased average over model.samples fresh "
        "draws of the latent field every optimiser step, for any likelihood and link; needs train.optimizer adam, "
        "which auto picks for it). The square link always uses its second-order expansion unless "
-       "sample. auto: delta where the likelihood has it, else bound, else sample (binomial)."},
+       "sample. The binomial has no bound; its delta takes the bag's prevalence as logit-normal with the prevalence's "
+       "mean and variance under q (exact for a bag of one pixel). auto: delta where the likelihood has it, else "
+       "bound."},
       {"model.latents",
        T::integer,
        "1",

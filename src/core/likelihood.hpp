@@ -38,7 +38,7 @@ class BagLikelihood {
   virtual bool is_count() const { return false; }
   virtual bool has_delta_method() const { return true; }
   // Whether the bound expectation (term() under Expectation::bound) exists; without it the
-  // likelihood takes the sampled expectation only.
+  // likelihood takes the delta method (if it has one) or the sampled expectation.
   virtual bool has_bound() const { return true; }
   // Whether each bag carries a number of trials (Dataset::trials): the binomial model.
   virtual bool needs_trials() const { return false; }

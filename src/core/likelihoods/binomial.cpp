@@ -2,8 +2,8 @@
 // bag's prevalence the population-weighted mean pi_a = sum_i w_i sigma(f_i) / sum_i w_i (the
 // logit link). There is no closed-form or bounded expectation of log pi_a and log(1 - pi_a)
 // worth having. The term is either sampled (MODEL.md 4e ii), which needs log p(y | pi) and its
-// derivative from this file, or deterministic (expectation delta: the logit of pi_a taken as
-// Normal, binomial_delta.cpp).
+// derivative from this file, or deterministic (expectation delta: pi_a taken as logit-normal with
+// its mean and variance under q, binomial_delta.cpp).
 #include <algorithm>
 #include <cmath>
 

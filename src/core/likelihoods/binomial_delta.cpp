@@ -9,14 +9,13 @@
 // bag of one pixel (a survey point) pi_a is logit-normal itself and the term is exact; for many
 // weakly correlated pixels pi_a is nearly Normal with those moments.
 //
-// Two simpler forms were measured against brute-force Monte Carlo first (bags of 1-100 pixels,
-// latent sds 0.3-2). The second-order expansion of log pi and log(1 - pi) about E[pi] (the exp
-// link's delta method carried over) overstates the term by 0.5-5 nats at a latent sd of 1, so it
-// rewards q's variance. The logit of pi_a linearised at q's mean understates it by up to 1.2
-// nats there (a fifth of the gap between the truth and log p(y | E pi)), and by as much as that gap
-// at sd 2. This form errs by at most 0.9 nats at sd 1 (under a tenth of the gap); it overstates the
-// term for large, strongly correlated bags at sd 2 (a third of the gap), where the covariances'
-// first term falls short.
+// Two simpler forms lost to it against brute-force Monte Carlo (bench/experiments/binomial_forms.py:
+// bags of 1-100 pixels, latent sds 0.3-2). The second-order expansion of log pi and log(1 - pi)
+// about E[pi] (the exp link's delta method carried over) always overstates the term, by up to 5
+// nats at a latent sd of 1, so it rewards q's variance. The logit of pi linearised at q's mean
+// understates it, by up to 95 % of the gap between the truth and log p(y | E pi) at sd 2. This
+// form's worst case is the smallest at sd 1 and 2 (20 % and 31 % of that gap): overstatements for
+// large, strongly correlated bags, where the covariances' first term falls short.
 #include "binomial_delta.hpp"
 
 #include <cmath>
