@@ -1,9 +1,11 @@
-// Writes a Poisson/exp-link problem, a model on it, and vbagg's ELBO and gradient there, in the
-// raw form bench/reference/vbagg_torch.py reads (see README.md beside this file).
+// Writes a Poisson/exp-link problem (or, random mode, a binomial/logit one), a model on it, and
+// vbagg's ELBO and gradient there, in the raw form bench/reference/vbagg_torch.py reads (see
+// README.md beside this file).
 //
 //   reference_export random DIR --seed S [--pixels 300] [--bags 12] [--inducing 7] [--covariates 3]
 //                                        [--learn-inducing 0|1] [--threads 1]
 //                                        [--expectation bound|delta|sample] [--samples 4]
+//                                        [--likelihood poisson|binomial]
 //   reference_export malaria DIR [--inducing 576] [--learn-inducing 0|1] [--threads 1]
 //
 // `random` is a small problem with every parameter away from its initial value, so that every
@@ -41,12 +43,13 @@ struct Args {
   int threads = 1;
   std::string expectation = "bound";
   int samples = 4;
+  bool binomial = false;
 };
 
 const char* kUsage =
     "usage: reference_export random DIR --seed S [--pixels N] [--bags n] [--inducing M] [--covariates C]\n"
     "                               [--learn-inducing 0|1] [--threads T] [--expectation bound|delta|sample]\n"
-    "                               [--samples S]\n"
+    "                               [--samples S] [--likelihood poisson|binomial]\n"
     "       reference_export malaria DIR [--inducing M] [--learn-inducing 0|1] [--threads T]\n";
 
 [[noreturn]] void usage_error(const std::string& msg) {
@@ -73,7 +76,8 @@ Args parse_args(int argc, char** argv) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const std::string value = argv[i + 1];
-    const bool random_only = flag == "--seed" || flag == "--pixels" || flag == "--bags" || flag == "--covariates";
+    const bool random_only =
+        flag == "--seed" || flag == "--pixels" || flag == "--bags" || flag == "--covariates" || flag == "--likelihood";
     if (random_only && a.mode != "random") usage_error(flag + " applies to the random mode only");
     if (flag == "--seed") {
       a.seed = static_cast<unsigned long long>(parse_int(flag, value, 0));
@@ -97,12 +101,17 @@ Args parse_args(int argc, char** argv) {
       a.expectation = value;
     } else if (flag == "--samples") {
       a.samples = static_cast<int>(parse_int(flag, value, 1));
+    } else if (flag == "--likelihood") {
+      if (value != "poisson" && value != "binomial")
+        usage_error("--likelihood expects poisson or binomial, got '" + value + "'");
+      a.binomial = value == "binomial";
     } else {
       usage_error("unknown option '" + flag + "'");
     }
   }
   if (a.mode == "random") {
     if (!a.has_seed) usage_error("the random mode needs --seed");
+    if (a.binomial && a.expectation == "bound") usage_error("the binomial likelihood has no bound expectation");
     if (a.pixels < a.bags) usage_error("--pixels must be at least --bags (every bag needs a pixel)");
     if (a.inducing < 0) a.inducing = 7;
   } else if (a.inducing < 0) {
@@ -132,6 +141,21 @@ Dataset random_dataset(const Args& a, std::mt19937_64& rng) {
     if (unif(rng) < 0.2) data.coverage[i] = 0.1 + 0.9 * unif(rng);
   data.validate();
   return data;
+}
+
+// The binomial version of a random problem: 20-200 tested per bag and positives from a prevalence of
+// 2-60 %, a quarter of the bags with none.
+void make_binomial(Dataset& data, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> unif(0, 1);
+  data.trials.resize(data.num_bags());
+  for (Index b = 0; b < data.num_bags(); ++b) {
+    data.trials[b] = static_cast<double>(20 + rng() % 181);
+    const double p = 0.02 + 0.58 * unif(rng);
+    data.response[b] =
+        b % 4 == 1 ? 0.0
+                   : static_cast<double>(std::binomial_distribution<long>(static_cast<long>(data.trials[b]), p)(rng));
+  }
+  data.validate();
 }
 
 Model random_model(const Args& a, const Dataset& data, std::mt19937_64& rng) {
@@ -228,6 +252,11 @@ int main(int argc, char** argv) {
       std::mt19937_64 rng(a.seed);
       data = random_dataset(a, rng);
       model = random_model(a, data, rng);
+      if (a.binomial) {
+        make_binomial(data, rng);
+        model.spec.likelihood = LikelihoodKind::binomial;
+        model.spec.link = Link::logit;
+      }
     } else {
       data = bench::make_problem(bench::ProblemOptions{});
       model = bench::make_problem_model(data, 18, a.inducing, "exp", "nystrom");
@@ -253,6 +282,7 @@ int main(int argc, char** argv) {
     write_f64(dir / "population.f64", data.population.data(), data.population.size());
     write_f64(dir / "coverage.f64", data.coverage.data(), data.coverage.size());
     write_f64(dir / "response.f64", data.response.data(), data.response.size());
+    if (a.binomial) write_f64(dir / "trials.f64", data.trials.data(), data.trials.size());
     const std::vector<std::int64_t> offsets(data.offsets.begin(), data.offsets.end());
     write_raw(dir / "offsets.i64", offsets.data(), offsets.size() * sizeof(std::int64_t));
     const Vector theta = model.pack();

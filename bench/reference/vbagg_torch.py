@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch reference of vbagg's Poisson/exp-link ELBO (MODEL.md 3, and 4a, 4e i or 4e ii for the
-bound, the delta method and the sampled expectation) and its Adam loop.
+bound, the delta method and the sampled expectation), of its binomial/logit one (the sampled
+expectation, and the deterministic term of likelihoods/binomial_delta.cpp) and of its Adam loop.
 
 Reads a problem written by `reference_export` (see README.md beside this file) and
 
@@ -49,8 +50,9 @@ class Problem:
     def __init__(self, directory):
         with open(os.path.join(directory, "meta.json")) as f:
             self.meta = meta = json.load(f)
-        if meta["likelihood"] != "poisson" or meta["link"] != "exp":
-            raise ValueError("only the poisson likelihood with exp link is implemented here")
+        self.binomial = (meta["likelihood"], meta["link"]) == ("binomial", "logit")
+        if not self.binomial and (meta["likelihood"], meta["link"]) != ("poisson", "exp"):
+            raise ValueError("only poisson with the exp link and binomial with the logit link are implemented here")
         self.expectation = meta.get("expectation", "bound")
         if self.expectation not in ("bound", "delta", "sample"):
             raise ValueError(f"unknown expectation {self.expectation}")
@@ -77,6 +79,10 @@ class Problem:
         self.grad = raw("grad.f64", "<f8", meta["num_params"])
         self.sizes = np.diff(self.offsets)
         self.lgamma_y1 = torch.lgamma(self.y + 1)
+        if self.binomial:
+            self.trials = raw("trials.f64", "<f8", n)
+            # log C(n, y) = -(log Gamma(y + 1) + log Gamma(n - y + 1) - log Gamma(n + 1)).
+            self.log_choose = torch.lgamma(self.trials + 1) - self.lgamma_y1 - torch.lgamma(self.trials - self.y + 1)
 
         # L_v is packed column by column, each column starting with its diagonal entry.
         rows, cols = [], []
@@ -233,6 +239,8 @@ def chunk_data_term(s, prob, chunk):
     y = prob.y[bags]
     if prob.expectation == "sample":
         return sampled_term(s, prob, chunk, K, m, s2, p)
+    if prob.binomial:
+        return binomial_delta_term(s, prob, chunk, K, m, s2, p)
     expected = bag_sums(p * torch.exp(m + 0.5 * s2), local_bag, nb)
     if prob.expectation == "delta":
         # E log mu ~ log E mu - rho / 2, rho = sum_i d_i r_i^2 + |sum_i r_i t_i|^2 (nystrom form).
@@ -264,9 +272,88 @@ def sampled_term(s, prob, chunk, K, m, s2, p):
         E = counter_normals(prob.draw_seed, prob.draw_step, a, np.arange(S * M)).reshape(S, M).T
         H = counter_normals(prob.draw_seed, prob.draw_step, a, S * M + np.arange(S * n)).reshape(S, n).T
         F = m[cols, None] + T[:, cols].T @ E + torch.sqrt(d[cols])[:, None] * H
-        eta = (p[cols, None] * torch.exp(F)).sum(0)
         y = prob.y[a]
+        if prob.binomial:
+            w = p[cols, None] / p[cols].sum()
+            pi = (w * torch.sigmoid(F)).sum(0)
+            n_a = prob.trials[a]
+            total = total + (prob.log_choose[a] + y * torch.log(pi) + (n_a - y) * torch.log1p(-pi)).mean()
+            continue
+        eta = (p[cols, None] * torch.exp(F)).sum(0)
         total = total + (y * torch.log(eta) - eta - prob.lgamma_y1[a]).mean()
+    return total
+
+
+# The binomial's deterministic term (likelihoods/binomial_delta.cpp): pi = sum_i w_i sigma(f_i) as
+# sigma(ell), ell ~ N(c, tau), with (c, tau) matching pi's mean and variance under q. Written here
+# from the formulas, with its own solver (bisection, then one Newton step through which autograd
+# differentiates: the implicit function theorem without writing it down).
+def normal_rule(n):
+    z, w = np.polynomial.hermite_e.hermegauss(n)
+    return torch.from_numpy(z), torch.from_numpy(w / w.sum())
+
+
+PIXEL_RULE, BAG_RULE = normal_rule(20), normal_rule(32)
+
+
+def logistic_normal_moments(c, tau):
+    """E sigma(ell) and Var sigma(ell) for ell ~ N(c, tau), by the 32-point rule."""
+    z, w = BAG_RULE
+    q = torch.sigmoid(c + torch.sqrt(tau) * z)
+    mean = (w * q).sum()
+    return mean, (w * (q - mean) ** 2).sum()
+
+
+def bisect(f, lo, hi, steps=200):
+    """The root of an increasing f in [lo, hi], to rounding."""
+    for _ in range(steps):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if f(mid) > 0:
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def match_logit_normal(mean, var):
+    """(c, tau) whose sigma(ell) has this mean and variance, differentiable in both."""
+    m0, v0 = float(mean), float(var)
+
+    def centre(tau):
+        t = torch.tensor(tau)
+        return bisect(lambda c: float(logistic_normal_moments(torch.tensor(c), t)[0]) - m0, -60.0, 60.0)
+
+    u = bisect(lambda u: float(logistic_normal_moments(torch.tensor(centre(math.exp(u))),
+                                                       torch.tensor(math.exp(u)))[1]) - v0, -60.0, 8.0)
+    x = torch.tensor([centre(math.exp(u)), math.exp(u)])
+    J = torch.autograd.functional.jacobian(lambda v: torch.stack(logistic_normal_moments(v[0], v[1])), x)
+    Fm, Fv = logistic_normal_moments(x[0], x[1])
+    return x - torch.linalg.solve(J, torch.stack([Fm - mean, Fv - var]))
+
+
+def binomial_delta_term(s, prob, chunk, K, m, s2, p):
+    idx, local_bag, bags = chunk
+    nb = len(bags)
+    T = s["B"] @ K
+    d = s2 - (T * T).sum(0)
+    w = p / bag_sums(p, local_bag, nb)[local_bag]
+    z, wz = PIXEL_RULE
+    S = torch.sigmoid(m[:, None] + torch.sqrt(s2)[:, None] * z[None, :])
+    P, S2, P1 = S @ wz, (S * S) @ wz, (S * (1 - S)) @ wz  # E sigma, E sigma^2, E sigma' per pixel
+    mean = bag_sums(w * P, local_bag, nb)
+    g = w * P1
+    h = bag_sums((T * g).T, local_bag, nb)  # nb x M: T g per bag
+    # Var pi = sum_i w_i^2 Var sigma(f_i) + g^T C g - sum_i g_i^2 C_ii, C = diag(d) + T^T T.
+    var = bag_sums(w * w * (S2 - P * P) + d * g * g - g * g * s2, local_bag, nb) + (h * h).sum(1)
+    zb, wb = BAG_RULE
+    total = 0.0
+    for j, a in enumerate(bags.tolist()):
+        c, tau = match_logit_normal(mean[j], var[j])
+        ell = c + torch.sqrt(tau) * zb
+        y, n_a = prob.y[a], prob.trials[a]
+        total = total + prob.log_choose[a] + (wb * (y * torch.nn.functional.logsigmoid(ell) + (n_a - y) * torch.nn.functional.logsigmoid(-ell))).sum()
     return total
 
 
@@ -352,7 +439,7 @@ def compare(prob, chunk_pixels, rtol, label=""):
     e_grad, worst, e_norm = grad_errors(grad, ref)
     ok = e_elbo <= rtol and e_grad <= rtol and math.isfinite(elbo) and bool(torch.isfinite(grad).all())
     lines = [
-        f"{label}{prob.expectation}: N={prob.N} bags={prob.n} M={prob.M} params={ref.numel()} "
+        f"{label}{prob.meta['likelihood']}, {prob.expectation}: N={prob.N} bags={prob.n} M={prob.M} params={ref.numel()} "
         f"learn_inducing={int(prob.learn_inducing)} "
         f"chunks={len(chunks)} jitter_used={prob.jitter_used:g}",
         f"  elbo   torch {elbo:.17g}  vbagg {meta['elbo']:.17g}  rel err {e_elbo:.3e}",
@@ -382,6 +469,11 @@ def cmd_crosscheck(args):
         dict(seed=7, learn=0, extra=["--expectation", "sample", "--samples", "4"], chunk=4096),
         dict(seed=8, learn=1, extra=["--expectation", "sample", "--samples", "3", "--pixels", "200", "--bags", "10"],
              chunk=60),
+        dict(seed=9, learn=0, extra=["--likelihood", "binomial", "--expectation", "delta"], chunk=4096),
+        dict(seed=10, learn=1, extra=["--likelihood", "binomial", "--expectation", "delta", "--pixels", "400", "--bags",
+                                      "15"], chunk=60),
+        dict(seed=11, learn=0, extra=["--likelihood", "binomial", "--expectation", "sample", "--samples", "3"],
+             chunk=4096),
         dict(seed=3, learn=0, extra=["--pixels", "500", "--bags", "20", "--inducing", "12", "--covariates", "4"],
              chunk=60),
         dict(seed=4, learn=1, extra=["--pixels", "400", "--bags", "15", "--inducing", "10", "--covariates", "2"],
