@@ -203,8 +203,10 @@ TEST(Binomial, FitRecoversAKnownPrevalence) {
   for (Index a = 0; a < bags; ++a) all[static_cast<size_t>(a)] = a;
   Vector cluster(N);
   for (Index i = 0; i < N; ++i) cluster[i] = y[bag_of[static_cast<size_t>(i)]] / 300;
-  // Sampled with Adam's steps, and deterministic with L-BFGS.
-  for (Expectation ex : {Expectation::sample, Expectation::delta}) {
+  // Sampled with Adam's steps; deterministic with L-BFGS and with natural-gradient steps (which a
+  // fit of more than kFullBatchPixels takes).
+  for (Optimizer opt : {Optimizer::adam, Optimizer::lbfgs, Optimizer::natgrad}) {
+    const Expectation ex = opt == Optimizer::adam ? Expectation::sample : Expectation::delta;
     ModelSpec spec = binomial_spec(8);
     spec.expectation = ex;
     InitOptions init;
@@ -212,8 +214,8 @@ TEST(Binomial, FitRecoversAKnownPrevalence) {
     init.seed = 2;
     Model model = init_model(spec, make_kernel("rbf", "none", kD, 0), data, init);
     FitOptions fo;
-    fo.optimizer = ex == Expectation::sample ? Optimizer::adam : Optimizer::lbfgs;
-    fo.epochs = 300;
+    fo.optimizer = opt;
+    fo.epochs = opt == Optimizer::natgrad ? 60 : 300;  // natural-gradient steps settle q in few epochs
     fo.learning_rate = 0.02;
     fo.batch_bags = 20;
     fo.threads = 2;
@@ -222,10 +224,10 @@ TEST(Binomial, FitRecoversAKnownPrevalence) {
     PredictOptions po;
     po.threads = 2;
     const Prediction p = predict(model, data.inputs, po);
-    EXPECT_GT(correlation(p.mean, truth), 0.9) << to_string(ex);
-    EXPECT_LT(mean_squared_error(p.mean, truth), 0.7 * mean_squared_error(cluster, truth)) << to_string(ex);
+    EXPECT_GT(correlation(p.mean, truth), 0.9) << to_string(opt);
+    EXPECT_LT(mean_squared_error(p.mean, truth), 0.7 * mean_squared_error(cluster, truth)) << to_string(opt);
     const Vector totals = predicted_bag_totals(model, data, all, 2, false);
-    EXPECT_LT(bag_log_mse(y, totals), 0.05) << to_string(ex);
+    EXPECT_LT(bag_log_mse(y, totals), 0.05) << to_string(opt);
   }
 }
 
