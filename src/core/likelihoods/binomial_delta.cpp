@@ -18,6 +18,7 @@
 // large, strongly correlated bags, where the covariances' first term falls short.
 #include "binomial_delta.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/gauss_hermite.hpp"
@@ -140,8 +141,8 @@ double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const V
   const NormalQuadrature& gq = normal_quadrature(kPixelNodes);
   const Index N = m.size();
   Array P = Array::Zero(N), Pc = P, S2 = P, P1 = P;
-  Array S2_m, P1_m, P_z, S2_z, P1_z, P_st, S2_st, P1_st;  // d/dm; sum w h' z; Stein's E h''
-  if (grad) S2_m = P1_m = P_z = S2_z = P1_z = P_st = S2_st = P1_st = Array::Zero(N);
+  Array S2_m, P1_m, P_z, S2_z, P1_z, S2_st, P1_st;  // d/dm; sum w h' z; Stein's E h''
+  if (grad) S2_m = P1_m = P_z = S2_z = P1_z = S2_st = P1_st = Array::Zero(N);
   Array p, q;
   for (Index k = 0; k < gq.nodes.size(); ++k) {
     const double wk = gq.weights[k], zk = gq.nodes[k];
