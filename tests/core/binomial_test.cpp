@@ -102,10 +102,10 @@ double delta_term(const Model& base, const Dataset& data, Index a, CovarianceMod
   return elbo(model, data, std::vector<Index>{a}, 1.0, nullptr).data_term;
 }
 
-// The deterministic term (the logit of the bag's prevalence taken as Normal) against brute-force
-// Monte Carlo, in both covariance forms, at latent sds from a fit's (0.2) to the prior's (1): it
-// closes all but a tenth of the gap between the Monte Carlo and the plug-in log p(y | E pi), which
-// ignores q's variance.
+// The deterministic term (the bag's prevalence as a logit-normal with its mean and variance under
+// q) against brute-force Monte Carlo, in both covariance forms, at latent sds from a fit's (0.2) to
+// the prior's (1): it closes all but a tenth of the gap between the Monte Carlo and the plug-in
+// log p(y | E pi), which ignores q's variance.
 TEST(Binomial, DeltaTermTracksMonteCarlo) {
   const Dataset data = test::random_dataset(8, 1, 15, kD, LikelihoodKind::binomial, 31);
   for (double scale : {0.2, 1.0}) {
