@@ -207,8 +207,13 @@ Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const st
   const Vector exposure = d.exposures();
   Vector base(r.units);
   for (Index k = 0; k < r.units; ++k) base[k] = rate[k] * exposure[bags[static_cast<size_t>(k)]];
-  if (predictor.counts(d.source_of(bags.front())))
+  if (predictor.counts(d.source_of(bags.front()))) {
     r.baseline_bag_nll_mean = bag_poisson_nll(y, base.cwiseMax(1e-300)).mean;
+  } else if (d.trials_of(bags.front()) > 0) {  // a survey: the rate is a prevalence
+    Vector trials(r.units);
+    for (Index k = 0; k < r.units; ++k) trials[k] = d.trials_of(bags[static_cast<size_t>(k)]);
+    r.baseline_bag_nll_mean = bag_binomial_nll(y, trials, rate).mean;
+  }
   r.baseline_bag_log_mse = bag_log_mse(y, base);
 
   count_calibration(predictor, d, bags, y, samples, threads, r);

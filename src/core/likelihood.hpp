@@ -64,9 +64,15 @@ class BagLikelihood {
   // prevalence).
   virtual double expected_observation(double expected_aggregate, double /*trials*/) const { return expected_aggregate; }
   // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
-  // its pixels (weights w as stored in the data) and its unit effect (count likelihoods).
+  // its pixels (weights w as stored in the data), their covariances' share of the bag's variance
+  // `cross` (bag_cross_covariances with g_i = w_i E[Psi'(f_i)]; 0 unless
+  // predictive_reads_covariance()) and its unit effect (count likelihoods).
   virtual double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
-                                const Vector& v, const UnitEffectMoments& unit) const = 0;
+                                const Vector& v, double cross, const UnitEffectMoments& unit) const = 0;
+  // Whether predictive_nll reads `cross`. The count and Normal models score bags as the papers do
+  // (MODEL.md section 8: the Poisson NLL of the expected total; the Normal with marginal
+  // variances), so their figures compare with the papers'.
+  virtual bool predictive_reads_covariance() const { return false; }
   // log p(y | eta) of the bag's observation given its aggregate eta = sum_i w_i Psi(f_i) (aggregate
   // weights w), with d/d eta, d/d params and (count likelihoods with a unit effect, which this
   // integrates out) d/d unit_log_sd: the sampled expectation (MODEL.md 4e ii) averages it over

@@ -1,6 +1,9 @@
 #include "link.hpp"
 
+#include <cmath>
 #include <stdexcept>
+
+#include "gauss_hermite.hpp"
 
 namespace vbagg {
 
@@ -27,6 +30,14 @@ double LinkFunction::expected_total(const Eigen::Ref<const Vector>& w, const Eig
   double total = 0;
   for (Index i = 0; i < w.size(); ++i) total += w[i] * mean(m[i], s2[i]);
   return total;
+}
+
+double LinkFunction::mean_slope(double m, double s2) const {
+  const NormalQuadrature& q = normal_quadrature(32);
+  const double s = std::sqrt(s2);
+  double e = 0;
+  for (Index j = 0; j < q.nodes.size(); ++j) e += q.weights[j] * psi_derivative(m + s * q.nodes[j]);
+  return e;
 }
 
 namespace {

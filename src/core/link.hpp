@@ -44,6 +44,10 @@ class LinkFunction {
   virtual double variance(double m, double s2) const = 0;
   virtual double quantile(double m, double s2, double q) const = 0;    // q in (0, 1)
   virtual double exceedance(double m, double s2, double t) const = 0;  // P(lambda > t)
+  // E[Psi'(f)] = d E[lambda] / d m (Stein's lemma): how strongly a pixel's intensity moves with its
+  // latent value, which weighs its covariances in a bag's variance. By Gauss-Hermite quadrature
+  // unless a link has the closed form.
+  virtual double mean_slope(double m, double s2) const;
   // sum_i w_i E[lambda_i] over pixels with latent marginals m, s2: a bag's expected total.
   double expected_total(const Eigen::Ref<const Vector>& w, const Eigen::Ref<const Vector>& m,
                         const Eigen::Ref<const Vector>& s2) const;

@@ -13,6 +13,18 @@ BagNll bag_poisson_nll(const Vector& y, const Vector& yhat) {
   return r;
 }
 
+BagNll bag_binomial_nll(const Vector& y, const Vector& n, const Vector& p) {
+  BagNll r;
+  for (Index a = 0; a < y.size(); ++a) {
+    // 0 log 0 = 0: a prevalence of 0 or 1 scores the counts that agree with it by log C(n, y) alone.
+    const double log_p = y[a] > 0 ? y[a] * std::log(p[a]) : 0.0;
+    const double log_q = n[a] > y[a] ? (n[a] - y[a]) * std::log1p(-p[a]) : 0.0;
+    r.sum -= std::lgamma(n[a] + 1) - std::lgamma(y[a] + 1) - std::lgamma(n[a] - y[a] + 1) + log_p + log_q;
+  }
+  r.mean = y.size() ? r.sum / static_cast<double>(y.size()) : NAN;
+  return r;
+}
+
 double bag_log_mse(const Vector& y, const Vector& yhat) {
   double s = 0;
   Index n = 0;

@@ -14,6 +14,8 @@ struct BagNll {
 
 // Poisson NLL of observed bag counts y given predicted totals yhat (constants included).
 BagNll bag_poisson_nll(const Vector& y, const Vector& yhat);
+// Binomial NLL of observed positives y of n tested given prevalences p (constants included).
+BagNll bag_binomial_nll(const Vector& y, const Vector& n, const Vector& p);
 // Mean of (log y - log yhat)^2 over bags with y > 0 and yhat > 0.
 double bag_log_mse(const Vector& y, const Vector& yhat);
 double mean_squared_error(const Vector& a, const Vector& b);

@@ -100,7 +100,7 @@ namespace vbagg {
 namespace {
 
 // Latent marginals of the listed bags' pixels, concatenated in bag order.
-void bag_latents(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads, Matrix& X,
+void bag_latents(const LatentField& field, const Dataset& data, const std::vector<Index>& bags, int threads, Matrix& X,
                  Vector& w, Vector& m, Vector& v) {
   Index total = 0;
   for (Index a : bags) total += data.bag_size(a);
@@ -113,7 +113,7 @@ void bag_latents(const Model& model, const Dataset& data, const std::vector<Inde
     w.segment(pos, n) = data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n));
     pos += n;
   }
-  predict_latent(model, X, m, v, threads);
+  predict_latent(field, X, m, v, threads);
 }
 
 }  // namespace
@@ -128,6 +128,7 @@ constexpr Index kTotalsPixels = 1 << 20;
 Vector field_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
   Vector totals(static_cast<Index>(bags.size()));
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  const LatentField field(model);
   for (size_t first = 0; first < bags.size();) {
     std::vector<Index> chunk;
     for (Index pixels = 0;
@@ -137,7 +138,7 @@ Vector field_totals(const Model& model, const Dataset& data, const std::vector<I
     }
     Matrix X;
     Vector w, m, v;
-    bag_latents(model, data, chunk, threads, X, w, m, v);
+    bag_latents(field, data, chunk, threads, X, w, m, v);
     Index pos = 0;
     for (size_t k = 0; k < chunk.size(); ++k) {
       const Index n = data.bag_size(chunk[k]);
@@ -265,9 +266,20 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
 
 // The sum of the listed bags' predictive NLLs.
 double nll_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+  const LatentField field(model);
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   Matrix X;
   Vector w, m, v;
-  bag_latents(model, data, bags, threads, X, w, m, v);
+  bag_latents(field, data, bags, threads, X, w, m, v);
+  Vector cross = Vector::Zero(static_cast<Index>(bags.size()));
+  if (lik.predictive_reads_covariance()) {
+    const LinkFunction& link = link_of(model.spec.link);
+    Vector g(w.size());
+    for (Index i = 0; i < w.size(); ++i) g[i] = w[i] * link.mean_slope(m[i], v[i]);
+    std::vector<Index> start{0};
+    for (Index a : bags) start.push_back(start.back() + data.bag_size(a));
+    cross = bag_cross_covariances(field, X, g, start, threads);
+  }
   // The density of a count must not condition on that count: every unit's effect comes from the
   // prior here, training units' too; an effect shared by a unit's periods, given its other fitted
   // periods.
@@ -275,13 +287,12 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
       model.spec.unit_effect && model.spec.unit_effect_shared
           ? shared_unit_effects(model, data, bags, threads, true)
           : std::vector<UnitEffectMoments>(bags.size(), unit_effect_prior(model));
-  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   double nll = 0;
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index a = bags[k], n = data.bag_size(a);
     nll += lik.predictive_nll(model, {data.response[a], data.trials_of(a)}, w.segment(pos, n), m.segment(pos, n),
-                              v.segment(pos, n), units[k]);
+                              v.segment(pos, n), cross[static_cast<Index>(k)], units[k]);
     pos += n;
   }
   return nll;
@@ -336,6 +347,19 @@ namespace vbagg {
 namespace {
 
 constexpr Index kDrawBlock = 1024;
+
+// The low-rank factors of q's covariance at the pixels X in the nystrom form that draws and bag
+// terms take: Cov(f_i, f_j) = t_i . t_j + a_i . a_j off the diagonal, with T = B K (K: the kernel
+// rows, which the caller's latent pass over X left in scratch) and A the point estimates' spread
+// (none: 0 rows). `m` is the model's latent mean at X, which the spread's directions start from.
+void covariance_factors(const Posterior& post, const SpreadShifts& shifts, const Eigen::Ref<const Matrix>& X,
+                        const Vector& m, Matrix& T, Matrix& A, LatentScratch& scratch) {
+  T.noalias() = post.B * scratch.K.view();
+  if (shifts.directions() > 0)
+    shifts.into(X, m, A, scratch);
+  else
+    A.resize(0, X.cols());
+}
 
 // Joint draws of the latent f from q: f = m + T^T z + r e with z ~ N(0, I) over q's entries,
 // shared by every pixel, and e independent per pixel; with the point estimates' spread
@@ -398,13 +422,10 @@ class LatentDraws {
       Ft.rowwise() = s.m.transpose();
       return;
     }
-    s.T.noalias() = post_.B * s.latent.K.view();
+    covariance_factors(post_, shifts_, X, s.m, s.T, s.A, s.latent);
     const Vector resid_sd = (s.s2 - s.T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
     Ft.noalias() = Zt_ * s.T;  // (T^T z)^T
-    if (shifts_.directions() > 0) {
-      shifts_.into(X, s.m, s.A, s.latent);
-      Ft.noalias() += Et_ * s.A;
-    }
+    if (shifts_.directions() > 0) Ft.noalias() += Et_ * s.A;
     s.e.resize(samples_);
     for (Index i = 0; i < len; ++i) {
       Ft.col(i).array() += s.m[i];
@@ -457,6 +478,55 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
   Vector draws(samples);
   for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], trials, w, rng);
   return draws;
+}
+
+Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
+                             const std::vector<Index>& start, int threads) {
+  const Model& model = field.model();
+  const Index bags = static_cast<Index>(start.size()) - 1, N = X.cols();
+  const Index rank = (model.spec.map_estimate ? 0 : field.posterior().B.rows()) + field.shifts().directions();
+  if (bags <= 0 || rank == 0) return Vector::Zero(std::max<Index>(bags, 0));
+  std::vector<Index> bag_of(static_cast<size_t>(N));
+  for (Index k = 0; k < bags; ++k)
+    std::fill(bag_of.begin() + start[static_cast<size_t>(k)], bag_of.begin() + start[static_cast<size_t>(k) + 1], k);
+  // Each block's sums for the run of bags it touches (from first[b]): rows 0..rank-1 hold
+  // sum_i g_i (t_i; a_i), the last sum_i g_i^2 (|t_i|^2 + |a_i|^2). Added in block order, so the
+  // result is the same for any number of threads.
+  const Index blocks = (N + kDrawBlock - 1) / kDrawBlock;
+  std::vector<Matrix> part(static_cast<size_t>(blocks));
+  std::vector<Index> first(static_cast<size_t>(blocks), 0);
+#pragma omp parallel num_threads(std::max(1, threads)) if (threads > 1 && blocks > 1)
+  {
+    const FlushDenormals flush;
+    LatentScratch scratch;
+    Vector m;
+    Matrix T, A, F;
+#pragma omp for schedule(dynamic, 1)
+    for (Index b = 0; b < blocks; ++b) {
+      const Index begin = b * kDrawBlock, len = std::min(kDrawBlock, N - begin);
+      const auto Xb = X.middleCols(begin, len);
+      m.resize(len);
+      latent_means_into(model, field.posterior(), Xb, m, scratch);
+      covariance_factors(field.posterior(), field.shifts(), Xb, m, T, A, scratch);
+      F.resize(rank, len);
+      if (!model.spec.map_estimate) F.topRows(T.rows()) = T;
+      F.bottomRows(A.rows()) = A;
+      const Index k0 = bag_of[static_cast<size_t>(begin)], k1 = bag_of[static_cast<size_t>(begin + len - 1)];
+      first[static_cast<size_t>(b)] = k0;
+      Matrix& sums = part[static_cast<size_t>(b)];
+      sums.setZero(rank + 1, k1 - k0 + 1);
+      for (Index i = 0; i < len; ++i) {
+        const double gi = g[begin + i];
+        auto col = sums.col(bag_of[static_cast<size_t>(begin + i)] - k0);
+        col.head(rank) += gi * F.col(i);
+        col[rank] += gi * gi * F.col(i).squaredNorm();
+      }
+    }
+  }
+  Matrix sums = Matrix::Zero(rank + 1, bags);
+  for (Index b = 0; b < blocks; ++b)
+    sums.middleCols(first[static_cast<size_t>(b)], part[static_cast<size_t>(b)].cols()) += part[static_cast<size_t>(b)];
+  return sums.topRows(rank).colwise().squaredNorm().transpose() - sums.row(rank).transpose();
 }
 
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,

@@ -72,7 +72,8 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
                             bool fitted_units = true);
 
 // Mean predictive NLL of the listed bags' observations: Poisson NLL of y given yhat (poisson),
-// Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential).
+// Normal NLL with the marginal variances (normal), exponential NLL with mean yhat (exponential),
+// beta-binomial with the prevalence's mean and variance under q, covariances included (binomial).
 // A unit effect enters as the mixture of the count model over its prior (also for training units:
 // the density of a count does not condition on it); an effect shared by a unit's periods over its
 // distribution given the unit's other fitted periods.
@@ -93,6 +94,14 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
                             int threads = 1);
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
+
+// For bags whose pixels are the columns start[k] .. start[k + 1] - 1 of X, each bag's
+// sum_{i != j} g_i g_j Cov_q(f_i, f_j): with g_i = w_i E[Psi'(f_i)], the pixels' covariances'
+// first-order share of Var[sum_i w_i Psi(f_i)] (for the identity link, all of it). q in the
+// nystrom form that the draws take (Cov(f_i, f_j) = t_i . t_j off the diagonal), with the point
+// estimates' spread. The same for any number of threads.
+Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
+                             const std::vector<Index>& start, int threads = 1);
 
 // Joint pseudo-observations of the listed bags, as a calibrated model's observations would be:
 // draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),

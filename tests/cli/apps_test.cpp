@@ -280,6 +280,9 @@ TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
   EXPECT_GT(r.pixel_correlation, 0.6);
   EXPECT_LT(r.pixel_mse, r.baseline_pixel_mse);
   EXPECT_LT(r.bag_log_mse, 0.1);  // positives per unit, against n_a x the unit's prevalence
+  // The constant baseline scores surveys by the binomial at its prevalence.
+  EXPECT_TRUE(std::isfinite(r.baseline_bag_nll_mean));
+  EXPECT_LT(r.bag_nll_mean, r.baseline_bag_nll_mean);
   const std::string csv = read_text(p.out + "/units.csv");
   EXPECT_NE(csv.find(",holdout,"), std::string::npos);
 }

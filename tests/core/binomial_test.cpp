@@ -156,7 +156,7 @@ TEST(Binomial, PredictiveDensityIsADistribution) {
     const Vector v = Vector::Constant(3, var);
     double total = 0, mean = 0;
     for (int y = 0; y <= 25; ++y) {
-      const double p = std::exp(-lik.predictive_nll(model, {double(y), n}, w, m, v, {}));
+      const double p = std::exp(-lik.predictive_nll(model, {double(y), n}, w, m, v, 0, {}));
       total += p;
       mean += y * p;
     }
@@ -165,9 +165,46 @@ TEST(Binomial, PredictiveDensityIsADistribution) {
     for (Index i = 0; i < 3; ++i) pi += w[i] / w.sum() * link_of(Link::logit).mean(m[i], var);
     EXPECT_NEAR(mean, n * pi, 1e-6) << "latent variance " << var;
     if (var == 0) {
-      EXPECT_NEAR(lik.predictive_nll(model, {7, n}, w, m, v, {}), -binomial_logp(7, n, pi), 1e-10);
+      EXPECT_NEAR(lik.predictive_nll(model, {7, n}, w, m, v, 0, {}), -binomial_logp(7, n, pi), 1e-10);
     }
   }
+}
+
+// A unit of many pixels: its predictive density is as wide as its joint draws, which carry the
+// covariances of the pixels' latent values (a beta-binomial matches the draws' variance
+// n pi (1 - pi) + n (n - 1) Var pi when Var pi is right); with the pixels taken as independent
+// it would be far narrower.
+TEST(Binomial, PredictiveDensityCarriesTheBagsCovariance) {
+  Dataset data = test::random_dataset(1, 300, 300, kD, LikelihoodKind::binomial, 12);
+  const double n = 200;
+  data.trials = Vector::Constant(1, n);
+  const ModelSpec spec =
+      test::spec_of(LikelihoodKind::binomial, Link::logit, CovarianceMode::nystrom, Expectation::delta);
+  Model model = test::random_model(spec, make_kernel("rbf", "none", kD, 0), 8, kD, 13);
+  model.mean = -1.0;
+  const BagLikelihood& lik = likelihood_of(LikelihoodKind::binomial);
+  Vector m, v;
+  predict_latent(model, data.inputs, m, v, 1);
+  const Vector w = data.weights();
+  double mean = 0, second = 0, mean_alone = 0, second_alone = 0;
+  for (int y = 0; y <= n; ++y) {
+    data.response[0] = y;
+    const double p = std::exp(-bag_predictive_nll(model, data, {0}, 1));
+    const double p_alone = std::exp(-lik.predictive_nll(model, {double(y), n}, w, m, v, 0, {}));
+    mean += y * p;
+    second += y * y * p;
+    mean_alone += y * p_alone;
+    second_alone += y * y * p_alone;
+  }
+  const double var = second - mean * mean, var_alone = second_alone - mean_alone * mean_alone;
+  const int S = 20000;
+  const Vector draws = bag_predictive_draws(model, data.inputs, w, S, 14, {}, n);
+  const double draws_mean = draws.mean(), draws_var = (draws.array() - draws_mean).square().sum() / (S - 1);
+  EXPECT_NEAR(mean, draws_mean, 5 * std::sqrt(draws_var / S));
+  // Var pi to first order in the covariances (0.2 % off here); the sample variance's own relative
+  // sd is 1 %. The pixels alone give a sixth of it.
+  EXPECT_NEAR(var, draws_var, 0.05 * draws_var);
+  EXPECT_LT(var_alone, 0.5 * draws_var);
 }
 
 // A known prevalence surface sigma(f(x)) over 2-D inputs, surveyed in 60 clusters of 20 pixels

@@ -247,6 +247,10 @@ TEST(Metrics, SmallCases) {
   EXPECT_NEAR(nll.sum, (2 - 3 * std::log(2.0) + std::log(6.0)) + 1.0, 1e-12);
   EXPECT_NEAR(nll.mean, nll.sum / 2, 1e-12);
   EXPECT_NEAR(bag_log_mse(y, yhat), std::pow(std::log(1.5), 2), 1e-12);
+  // Binomial: 3 of 5 at p = 0.4 is C(5, 3) 0.4^3 0.6^2 = 0.2304; 0 of 4 at p = 0 is certain.
+  const Vector n = (Vector(2) << 5, 4).finished(), p = (Vector(2) << 0.4, 0.0).finished();
+  EXPECT_NEAR(bag_binomial_nll(y, n, p).sum, -std::log(0.2304), 1e-12);
+  EXPECT_TRUE(std::isinf(bag_binomial_nll(y, n, (Vector(2) << 0.0, 0.0).finished()).sum));
   EXPECT_NEAR(correlation(y, 2 * y), 1.0, 1e-12);
   const Vector truth = (Vector(4) << 1, 2, 3, 4).finished();
   Matrix lo(4, 1), hi(4, 1);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <random>
 
+#include "core/link.hpp"
 #include "test_util.hpp"
 
 namespace vbagg {
@@ -65,6 +66,18 @@ INSTANTIATE_TEST_SUITE_P(
                       std::make_tuple(Link::square, 1.5, 0.4), std::make_tuple(Link::square, 0.1, 1.0),
                       std::make_tuple(Link::square, -0.7, 0.2), std::make_tuple(Link::identity, 2.0, 0.3)),
     [](const auto& info) { return to_string(std::get<0>(info.param)) + "_" + std::to_string(info.index); });
+
+// E[Psi'(f)] is d E[Psi(f)] / d m (Stein's lemma): every link's against central differences of its
+// mean, the quadrature default (logit) and the closed forms alike.
+TEST(Predict, MeanSlopeIsTheMeansDerivative) {
+  const double h = 1e-5;
+  for (const LinkFunction* link : link_registry())
+    for (double m : {-2.0, 0.3, 1.5})
+      for (double s2 : {0.0, 0.2, 1.5}) {
+        const double fd = (link->mean(m + h, s2) - link->mean(m - h, s2)) / (2 * h);
+        EXPECT_NEAR(link->mean_slope(m, s2), fd, 1e-7 * (1 + std::abs(fd))) << link->name() << " " << m << " " << s2;
+      }
+}
 
 TEST(Predict, SquareQuantileRootIsAccurateInTheTails) {
   // F(quantile(q)) = q to near machine precision, including extreme levels.
@@ -259,6 +272,39 @@ TEST(Predict, JointBagDrawsShareTheFieldAndDrawEachUnitEffect) {
   const double sd = expect_mean_near(yu.col(0), expected_total(model, data.inputs, w));
   EXPECT_GT(sd, 1.2 * std::sqrt((y.col(0).array() - y.col(0).mean()).square().mean()));
   EXPECT_LT(corr(yu.col(0), yu.col(1)), corr(y.col(0), y.col(1)));
+}
+
+// For the identity link the covariances' share is all of a bag's variance beyond its pixels' own,
+// so sum_i w_i^2 v_i + cross is the variance of the joint draws of a Normal bag model with next to
+// no observation noise (sum aggregation: eta = sum_i w_i f_i). Bags of 400-900 pixels span several
+// blocks of the pass, whose sums do not depend on the threads; a bag of one pixel has none.
+TEST(Predict, BagCrossCovariancesGiveTheDrawsVariance) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(3, 400, 900, D, LikelihoodKind::normal, 7);
+  const ModelSpec spec = test::spec_of(LikelihoodKind::normal, Link::identity, CovarianceMode::nystrom);
+  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 8, D, 8);
+  model.likelihood_params = Vector::Constant(1, -40.0);
+  const LatentField field(model);
+  const Vector w = data.weights();
+  std::vector<Index> start{0};
+  for (Index a = 0; a < data.num_bags(); ++a) start.push_back(start.back() + data.bag_size(a));
+  const Vector cross = bag_cross_covariances(field, data.inputs, w, start, 1);
+  EXPECT_TRUE(cross == bag_cross_covariances(field, data.inputs, w, start, 2));
+  Vector m, v;
+  predict_latent(field, data.inputs, m, v, 1);
+  const int S = 20000;
+  for (Index a = 0; a < data.num_bags(); ++a) {
+    const Index b = data.bag_begin(a), n = data.bag_size(a);
+    const Vector draws = bag_predictive_draws(field, data.inputs.middleCols(b, n), w.segment(b, n), S, 11 + a);
+    const double own = w.segment(b, n).array().square().matrix().dot(v.segment(b, n));
+    const double var = (draws.array() - draws.mean()).square().sum() / (S - 1);
+    // The sample variance's relative sd is sqrt(2 / S) = 1 %; the pixels' own variances are a
+    // small part of it, so leaving out the covariances would miss by far more than 5 %.
+    EXPECT_NEAR(var, own + cross[a], 0.05 * var) << "bag " << a;
+    EXPECT_LT(own, 0.5 * var) << "bag " << a;
+  }
+  const double one = bag_cross_covariances(field, data.inputs.leftCols(1), w.head(1), {0, 1})[0];
+  EXPECT_NEAR(one, 0.0, 1e-12 * w[0] * w[0] * v[0]);
 }
 
 }  // namespace

@@ -60,18 +60,23 @@ class Binomial final : public BagLikelihood {
     model.likelihood_params.resize(0);
   }
 
-  // The bag's prevalence is taken as Beta with the mean and variance of pi_a under the latent
-  // marginals (pixels independent, as the Normal model's predictive does), which makes the count
-  // beta-binomial; with no latent variance it is the binomial.
+  // The bag's prevalence is taken as Beta with the mean and variance of pi_a under q, which makes
+  // the count beta-binomial (its variance is then the predictive draws' n pi (1 - pi) + n (n - 1)
+  // Var pi exactly); with no latent variance it is the binomial. Var pi as the delta term takes it:
+  // the pixels' own variances plus their covariances to first order (`cross`). Without those a
+  // unit of many pixels on a smooth field would have about 1/N of its variance.
+  bool predictive_reads_covariance() const override { return true; }
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w_in, const Vector& m,
-                        const Vector& v, const UnitEffectMoments&) const override {
+                        const Vector& v, double cross, const UnitEffectMoments&) const override {
     const LinkFunction& link = link_of(model.spec.link);
-    const Vector w = w_in / w_in.sum();
-    double mean = 0, var = 0;
+    const double total = w_in.sum();
+    const Vector w = w_in / total;
+    double mean = 0, var = cross / (total * total);
     for (Index i = 0; i < w.size(); ++i) {
       mean += w[i] * link.mean(m[i], v[i]);
       var += w[i] * w[i] * link.variance(m[i], v[i]);
     }
+    var = std::max(var, 0.0);
     mean = std::clamp(mean, kFloor, 1 - kFloor);
     const double n = obs.trials, y = obs.y;
     const double concentration = mean * (1 - mean) / std::max(var, 1e-300) - 1;

@@ -82,7 +82,7 @@ void CountLikelihood::initialise(const Dataset& train, Model& model) const {
 }
 
 double CountLikelihood::predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
-                                       const Vector& v, const UnitEffectMoments& unit) const {
+                                       const Vector& v, double, const UnitEffectMoments& unit) const {
   const double y = obs.y;
   const double total = link_of(model.spec.link).expected_total(w, m, v);
   if (!(unit.var > 0)) return count_nll(y, std::exp(unit.mean) * total, model.likelihood_params);

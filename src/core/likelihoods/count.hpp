@@ -22,7 +22,7 @@ class CountLikelihood : public BagLikelihood {
   double term(const ModelSpec& spec, const Vector& params, const BagPosterior& bag, BagGradient* grad) const override;
   void initialise(const Dataset& train, Model& model) const override;
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m, const Vector& v,
-                        const UnitEffectMoments& unit) const override;
+                        double, const UnitEffectMoments& unit) const override;
   double draw(const Model& model, double eta, double trials, const Vector& w, std::mt19937_64& rng) const override;
   double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
                          AggregateGradient* g) const override;

@@ -49,7 +49,7 @@ class Exponential final : public BagLikelihood {
   }
 
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m, const Vector& v,
-                        const UnitEffectMoments&) const override {
+                        double, const UnitEffectMoments&) const override {
     const double eta = link_of(model.spec.link).expected_total(w, m, v);
     return std::log(eta) + obs.y / eta;
   }

@@ -75,7 +75,7 @@ class Normal final : public BagLikelihood {
   // The bag value's predictive is Normal with the marginal variances (the joint covariance is
   // dropped, as the paper does).
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w_in, const Vector& m,
-                        const Vector& v, const UnitEffectMoments&) const override {
+                        const Vector& v, double, const UnitEffectMoments&) const override {
     const Vector w = aggregate_weights(model.spec, w_in);
     const double mu = w.dot(m);
     const double var = std::exp(model.likelihood_params[0]) * w.squaredNorm() + w.array().square().matrix().dot(v);

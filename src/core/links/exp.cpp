@@ -21,6 +21,7 @@ class ExpLink final : public LinkFunction {
   double psi_derivative(double f) const override { return std::exp(f); }
   double mean(double m, double s2) const override { return std::exp(m + 0.5 * s2); }
   double variance(double m, double s2) const override { return std::expm1(s2) * std::exp(2 * m + s2); }
+  double mean_slope(double m, double s2) const override { return mean(m, s2); }
   double quantile(double m, double s2, double q) const override { return std::exp(m + std::sqrt(s2) * Phi_inv(q)); }
   double exceedance(double m, double s2, double t) const override {
     if (t <= 0) return 1.0;

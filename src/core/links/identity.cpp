@@ -19,6 +19,7 @@ class IdentityLink final : public LinkFunction {
   double psi_derivative(double) const override { return 1.0; }
   double mean(double m, double) const override { return m; }
   double variance(double, double s2) const override { return s2; }
+  double mean_slope(double, double) const override { return 1.0; }
   double quantile(double m, double s2, double q) const override { return m + std::sqrt(s2) * Phi_inv(q); }
   double exceedance(double m, double s2, double t) const override {
     const double s = std::sqrt(s2);

@@ -28,6 +28,7 @@ class SquareLink final : public LinkFunction {
   double psi_derivative(double f) const override { return 2 * f; }
   double mean(double m, double s2) const override { return m * m + s2; }
   double variance(double m, double s2) const override { return 2 * s2 * s2 + 4 * m * m * s2; }
+  double mean_slope(double m, double) const override { return 2 * m; }
   double quantile(double m, double s2, double q) const override {
     const double s = std::sqrt(s2);
     if (s == 0) return m * m;
