@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
-#include <cstdio>
+#include <cmath>
 #include <sstream>
 
 #include "app.hpp"
@@ -178,15 +178,24 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
                  to_string(fo.optimizer));
   Progress progress("training", fo.epochs + first + polish, bar);
   const int log_every = std::max(1, fo.epochs / 20);
+  // L-BFGS scores the holdout every few evaluations (history.csv has nan between): the log and the
+  // bar show the latest score, with its epoch when it is older than the line.
+  double scored_nll = NAN;
+  int scored_epoch = 0;
   fo.on_epoch = [&](const EpochInfo& e) {
     history << e.epoch << "," << e.elbo << "," << e.holdout_nll << "," << e.learning_rate << "," << e.seconds << "\n";
-    char suffix[128];
-    std::snprintf(suffix, sizeof suffix, "epoch %d  objective %.6g  holdout NLL %.5g", e.epoch, e.elbo, e.holdout_nll);
-    progress.update(e.epoch, suffix);
+    if (!std::isnan(e.holdout_nll)) {
+      scored_nll = e.holdout_nll;
+      scored_epoch = e.epoch;
+    }
+    const std::string nll = std::isnan(scored_nll) ? std::string()
+                            : scored_epoch == e.epoch
+                                ? fmt::format(", holdout NLL {:.6g}", scored_nll)
+                                : fmt::format(", holdout NLL {:.6g} (epoch {})", scored_nll, scored_epoch);
+    progress.update(e.epoch, fmt::format("epoch {}  objective {:.6g}{}", e.epoch, e.elbo, nll));
     if (e.epoch % log_every == 0 || e.epoch == 1)
-      spdlog::log(bar ? spdlog::level::debug : spdlog::level::info,
-                  "epoch {}: objective {:.8g}, holdout NLL {:.6g}, {:.1f} s", e.epoch, e.elbo, e.holdout_nll,
-                  e.seconds);
+      spdlog::log(bar ? spdlog::level::debug : spdlog::level::info, "epoch {}: objective {:.8g}{}, {:.1f} s", e.epoch,
+                  e.elbo, nll, e.seconds);
     fault_point("epoch");
     return true;
   };

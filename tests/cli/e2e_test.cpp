@@ -71,6 +71,18 @@ TEST_F(EndToEnd, TrainWritesModelConfigAndHistory) {
   EXPECT_GT(rows, 10);
 }
 
+// L-BFGS scores the holdout every 10 evaluations; the epochs between log the latest score with its
+// epoch, never a nan (history.csv keeps the nan: nothing was scored there).
+TEST_F(EndToEnd, TrainLogsTheLatestHoldoutScore) {
+  const auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+                     "/logged --set train.epochs=12 --set train.tolerance=0 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("NLL nan"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("epoch 11: objective"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("(epoch 10)"), std::string::npos) << r.output;
+  EXPECT_NE(read_text(d() + "/logged/history.csv").find(",nan,"), std::string::npos);
+}
+
 TEST_F(EndToEnd, PredictWritesDescribedMapsOnTheReferenceGrid) {
   const auto r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() +
                      "/maps --quantiles 0.1,0.9 --exceedance 0.05 --exceedance 0.2");
