@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
 done
 . bench/experiments/json_fields.sh
 baseline() { grep -o "\"baseline_constant\": {[^}]*" "$1" | grep -o "\"$2\": [^,}]*" | sed 's/.*: //'; }
-echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel calibration error | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | held-out bag NLL (constant) | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"
+echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel calibration error (a calibrated model's 90 %) | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | held-out bag NLL (constant) | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
@@ -34,9 +34,9 @@ for seed in $seeds; do
   "$bin/vbagg-eval" --model "$d/fit/model.yaml" --cv 5 --truth "$d/data/truth_prevalence.tif" --json "$d/cv.json" \
     -q >/dev/null
   h="$d/holdout.json" c="$d/cv.json"
-  printf "| %s | %.1f | %.3f | %.4f (%.4f) | %s | %.2f | %s / %s / %s | %.2f (%.2f) | %s / %s / %s | %s |\n" "$seed" "$seconds" \
+  printf "| %s | %.1f | %.3f | %.4f (%.4f) | %s (%.3f) | %.2f | %s / %s / %s | %.2f (%.2f) | %s / %s / %s | %s |\n" "$seed" "$seconds" \
     "$(pixel "$h" correlation)" "$(pixel "$h" mse)" "$(baseline "$h" pixel_mse)" \
-    "$(list "$h" coverage_error | tail -1 | mean_of)" \
+    "$(list "$h" coverage_error | tail -1 | mean_of)" "$(pixel "$h" calibrated_error_p90)" \
     "$(list "$h" coverage | tail -1 | nth 6)" \
     "$(list "$h" count_coverage | nth 1)" "$(list "$h" count_coverage | nth 4)" "$(list "$h" count_coverage | nth 6)" \
     "$(top "$h" bag_nll_mean)" "$(baseline "$h" bag_nll_mean)" \
