@@ -76,7 +76,6 @@ class Binomial final : public BagLikelihood {
       mean += w[i] * link.mean(m[i], v[i]);
       var += w[i] * w[i] * link.variance(m[i], v[i]);
     }
-    var = std::max(var, 0.0);
     mean = std::clamp(mean, kFloor, 1 - kFloor);
     const double n = obs.trials, y = obs.y;
     const double concentration = mean * (1 - mean) / std::max(var, 1e-300) - 1;
