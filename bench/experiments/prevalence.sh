@@ -2,7 +2,7 @@
 # Prevalence surveys (the binomial model) of synthetic countries with the defaults: accuracy and
 # calibration of the prevalence map against the truth, and coverage of held-out units' positives,
 # on a 20 % holdout and pooled over a 5-fold blocked cross-validation.
-#   bench/experiments/prevalence.sh [--seeds "1 2 3"] [--set KEY=VALUE ...]
+#   bench/experiments/prevalence.sh [--seeds "1 2 3"] [--simulate "--survey-noise 0.7"] [--set KEY=VALUE ...]
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -11,11 +11,12 @@ scripts/deps.sh bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" sets=()
+seeds="1 2 3" sets=() simulate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
+    --simulate) simulate=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -25,7 +26,8 @@ echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel calibration err
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
-  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" -q
+  # shellcheck disable=SC2086 # the simulator's options, one word each
+  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" -q $simulate
   start=$(date +%s.%N)
   "$bin/vbagg-train" --config "$d/data/prevalence.yaml" --out "$d/fit" -q --threads 2 "${sets[@]}" 2>/dev/null
   seconds=$(echo "$(date +%s.%N) - $start" | bc)

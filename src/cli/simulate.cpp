@@ -358,7 +358,7 @@ int simulate_main(int argc, char** argv) {
   std::string kind, out, size = "160x120";
   unsigned long long seed = 1;
   int units = 60, covariates = 4, bags = 100, months = 0;
-  double bag_mean = 150, bag_sd = 50, unit_noise = 0;
+  double bag_mean = 150, bag_sd = 50, unit_noise = 0, survey_noise = 0;
   bool quiet = false, verbose = false;
   app.add_option("--kind", kind, "What to simulate")->required()->check(CLI::IsMember({"country", "swissroll"}));
   app.add_option("--out", out, "Output folder (created if missing)")->required();
@@ -374,6 +374,13 @@ int simulate_main(int argc, char** argv) {
                  "country: overdispersion; each unit's expected count is multiplied by a lognormal factor "
                  "e^u, u ~ N(-sd^2/2, sd^2), with this sd (0: plain Poisson counts; real data often 0.3-0.7). "
                  "truth_units.csv holds each unit's expected cases before the factor, and its u")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3.0));
+  app.add_option("--survey-noise", survey_noise,
+                 "country: overdispersion of the surveys; each survey unit's and each cluster's prevalence "
+                 "moves by its own e ~ N(0, sd^2) on the logit scale before its positives are drawn, with this sd "
+                 "(0: plain binomial surveys; household surveys often show 0.3-1). The true prevalence map is "
+                 "unchanged")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3.0));
   app.add_option("--months", months,
@@ -403,6 +410,7 @@ int simulate_main(int argc, char** argv) {
       o.units = units;
       o.covariates = covariates;
       o.unit_noise_sd = unit_noise;
+      o.survey_noise_sd = survey_noise;
       o.months = months;
       o.seed = seed;
       simulate_country(out, o);

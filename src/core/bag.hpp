@@ -68,8 +68,8 @@ struct BagPosterior {
   const Matrix* C = nullptr;
   const Vector* d = nullptr;  // residual variance d_i = s2_i - |t_i|^2 >= 0
   const NystromProducts* t = nullptr;
-  // A unit effect u_a ~ N(0, e^{2 unit_log_sd}) on the log rate (MODEL.md 4g), integrated out of
-  // the count's likelihood exactly (count likelihoods only).
+  // A unit effect u_a of sd e^{unit_log_sd} on the linear predictor (MODEL.md 4g: a count's log
+  // rate, the binomial's logit), integrated out of the bag's likelihood.
   bool has_unit_effect = false;
   double unit_log_sd = 0;
   SharedUnitPass shared_unit;

@@ -71,9 +71,17 @@ void add_provinces(Country& c, const CountryOptions& o, const std::vector<double
   }
 }
 
+// sigma(logit p + e), e ~ N(0, sd^2) from `rng`; p itself when sd is 0 (and no draw is taken).
+double with_survey_noise(double p, double sd, std::mt19937_64& rng) {
+  if (!(sd > 0) || !(p > 0) || !(p < 1)) return p;
+  const double x = std::log(p) - std::log1p(-p) + sd * std::normal_distribution<double>()(rng);
+  return 1 / (1 + std::exp(-x));
+}
+
 // Survey clusters at pixels drawn in proportion to population, from a stream of their own.
 void add_clusters(Country& c, const CountryOptions& o) {
   std::mt19937_64 rng(o.seed ^ 0x7f4a7c159e3779b9ULL);
+  std::mt19937_64 noise_rng(o.seed ^ 0x2545f4914f6cdd1dULL);  // the clusters are the same with and without
   std::uniform_real_distribution<double> unif(0, 1);
   const Index N = c.population.size();
   Vector cumulative(N);
@@ -89,8 +97,9 @@ void add_clusters(Country& c, const CountryOptions& o) {
         std::min<Index>(N - 1, std::upper_bound(cumulative.data(), cumulative.data() + N, r) - cumulative.data());
     c.cluster_pixel[static_cast<size_t>(k)] = i;
     c.cluster_tested[k] = std::floor(20 + 21 * unif(rng));
+    const double pi = with_survey_noise(c.prevalence[i], o.survey_noise_sd, noise_rng);
     c.cluster_positives[k] = static_cast<double>(
-        std::binomial_distribution<long long>(static_cast<long long>(c.cluster_tested[k]), c.prevalence[i])(rng));
+        std::binomial_distribution<long long>(static_cast<long long>(c.cluster_tested[k]), pi)(rng));
   }
 }
 
@@ -130,6 +139,8 @@ void add_months(Country& c, const CountryOptions& o) {
 Country make_country(const CountryOptions& o) {
   if (!(o.unit_noise_sd >= 0 && o.unit_noise_sd <= 3))
     throw ConfigError("synthetic country: the unit noise sd must be in [0, 3]");
+  if (!(o.survey_noise_sd >= 0 && o.survey_noise_sd <= 3))
+    throw ConfigError("synthetic country: the survey noise sd must be in [0, 3]");
   if (o.months < 0 || o.months > 600) throw ConfigError("synthetic country: the months must be in [0, 600]");
   if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
     throw ConfigError(
@@ -230,11 +241,13 @@ Country make_country(const CountryOptions& o) {
   add_provinces(c, o, sx, sy, rate);
   add_clusters(c, o);
   std::mt19937_64 survey_rng(o.seed ^ 0x5bd1e9955bd1e995ULL);
+  std::mt19937_64 survey_noise_rng(o.seed ^ 0x9fb21c651e98df25ULL);
   c.tested.resize(o.units);
   c.positives.resize(o.units);
   for (int u = 0; u < o.units; ++u) {
     c.tested[u] = std::floor(100 + 400 * std::uniform_real_distribution<double>(0, 1)(survey_rng));
-    const double pi = people[u] > 0 ? infected[u] / people[u] : 0.0;
+    const double pi =
+        with_survey_noise(people[u] > 0 ? infected[u] / people[u] : 0.0, o.survey_noise_sd, survey_noise_rng);
     c.positives[u] =
         static_cast<double>(std::binomial_distribution<long long>(static_cast<long long>(c.tested[u]), pi)(survey_rng));
   }

@@ -16,6 +16,10 @@ struct CountryOptions {
   // Overdispersion: each unit's expected count is multiplied by e^{u_a}, u_a ~ N(-sd^2/2, sd^2)
   // (mean factor 1), before its count is drawn, as real counts vary more than Poisson.
   double unit_noise_sd = 0;
+  // Overdispersion of the surveys: each survey unit's and each cluster's prevalence is
+  // sigma(logit pi + e) with e ~ N(0, sd^2) of its own (households, the season, the survey team),
+  // before its positives are drawn. The true prevalence map is unchanged.
+  double survey_noise_sd = 0;
   // Months of a seasonal country (0: none), from January of first_year.
   int months = 0;
   int first_year = 2019;
@@ -34,7 +38,8 @@ struct Country {
   Vector unit_effect;              // u_a (all 0 without overdispersion)
   // A prevalence survey of the same country: the true prevalence sigma(f_i) of the same latent
   // field on the logit scale (about 20 % on average), and per unit the number tested and
-  // positives ~ Binomial(tested, population-weighted mean prevalence of the unit).
+  // positives ~ Binomial(tested, population-weighted mean prevalence of the unit, moved by the
+  // survey noise on its logit).
   Vector prevalence, tested, positives;
   std::vector<double> beta;  // true coefficients of the standardised covariates
   // Coarser units over the same country: each unit lies in the province of the nearest of
@@ -43,7 +48,8 @@ struct Country {
   std::vector<int> province_of_unit;
   Vector province_counts;
   // A cluster survey (as household surveys sample): twice as many clusters as units, each at a pixel
-  // drawn by population, tested 20 to 40 people, positives ~ Binomial(tested, prevalence there).
+  // drawn by population, tested 20 to 40 people, positives ~ Binomial(tested, prevalence there,
+  // moved by the survey noise on its logit).
   std::vector<Index> cluster_pixel;
   Vector cluster_tested, cluster_positives;
   // A seasonal country (CountryOptions::months): per month m, the monthly intensity

@@ -1,6 +1,7 @@
 #include "likelihood.hpp"
 
 #include <stdexcept>
+#include <string>
 
 namespace vbagg {
 
@@ -10,6 +11,23 @@ const BagLikelihood& negative_binomial_likelihood();
 const BagLikelihood& normal_likelihood();
 const BagLikelihood& exponential_likelihood();
 const BagLikelihood& binomial_likelihood();
+
+namespace {
+
+[[noreturn]] void no_unit_effect(const BagLikelihood& lik) {
+  throw std::logic_error(std::string("likelihood '") + lik.name() + "' has no unit effect");
+}
+
+}  // namespace
+
+UnitEffectMoments BagLikelihood::unit_effect_prior(double) const { no_unit_effect(*this); }
+UnitEffectMoments BagLikelihood::unit_effect_given(const Observation&, double, const Vector&, double) const {
+  no_unit_effect(*this);
+}
+double BagLikelihood::expected_with_unit_effect(double, double, const UnitEffectMoments&) const {
+  no_unit_effect(*this);
+}
+double BagLikelihood::aggregate_with_unit_effect(double, double) const { no_unit_effect(*this); }
 
 const std::vector<const BagLikelihood*>& likelihood_registry() {
   static const std::vector<const BagLikelihood*> all = [] {

@@ -69,6 +69,20 @@ class BagLikelihood {
   // predictive_reads_covariance()) and its unit effect (count likelihoods).
   virtual double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
                                 const Vector& v, double cross, const UnitEffectMoments& unit) const = 0;
+  // The unit effect (MODEL.md 4g): u_a ~ N(prior mean, sigma_u^2) added to the bag's linear
+  // predictor (a count's log rate, the binomial's logit) and integrated out of its observation
+  // model. The rest of this block is only called on a likelihood that defines one.
+  virtual bool defines_unit_effect() const { return false; }
+  // The effect's prior at sigma_u = e^{log_sd}.
+  virtual UnitEffectMoments unit_effect_prior(double log_sd) const;
+  // A fitted unit's effect given its observation and its expected observation without the effect.
+  virtual UnitEffectMoments unit_effect_given(const Observation& obs, double expected, const Vector& params,
+                                              double log_sd) const;
+  // The expected observation with an effect u ~ N(unit.mean, unit.var), from that without it.
+  virtual double expected_with_unit_effect(double expected, double trials, const UnitEffectMoments& unit) const;
+  // The aggregate eta of a draw of the field moved by a draw u of the effect.
+  virtual double aggregate_with_unit_effect(double eta, double u) const;
+
   // Whether predictive_nll reads `cross`. The count and Normal models score bags as the papers do
   // (MODEL.md section 8: the Poisson NLL of the expected total; the Normal with marginal
   // variances), so their figures compare with the papers'.

@@ -142,9 +142,9 @@ void validate_source(const ModelSpec& spec) {
   if (spec.map_estimate && !lik.allows_map(spec))
     throw ConfigError(
         "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");
-  if (spec.unit_effect && (!lik.is_count() || spec.map_estimate))
+  if (spec.unit_effect && (!lik.defines_unit_effect() || spec.map_estimate))
     throw ConfigError(
-        "a unit effect is defined for the count likelihoods (poisson, negative_binomial) of a "
+        "a unit effect is defined for the count likelihoods (poisson, negative_binomial) and the binomial of a "
         "variational model; likelihood '" +
         to_string(spec.likelihood) + "'" + (spec.map_estimate ? " with a MAP estimate" : "") + " has none");
   if (spec.unit_effect && spec.link == Link::exp && spec.expectation == Expectation::bound)

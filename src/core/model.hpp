@@ -101,8 +101,9 @@ struct ModelSpec {
   // (nystrom covariance, which is zero for a point mass).
   bool map_estimate = false;
   double prior_precision = 1.0;
-  // A random effect u_a ~ N(0, sigma_u^2) on the log rate of every unit (MODEL.md 4g), with a
-  // variational q(u_a) per training unit and sigma_u learned. Count likelihoods only.
+  // A random effect u_a of sd sigma_u on the linear predictor of every unit (MODEL.md 4g: a count's
+  // log rate, the binomial's logit), integrated out of its likelihood, sigma_u learned. Count
+  // likelihoods and the binomial.
   bool unit_effect = false;
   // With bags of several periods (ids <unit>@<period>, unit_of_bag): one effect per unit, shared by
   // its periods' bags, instead of one per bag. A unit's bags then enter the ELBO as one term
@@ -159,7 +160,7 @@ struct ModelSpec {
 };
 
 // Mean and variance of a unit's effect u: its conditional given its count for a training unit,
-// the prior N(-sigma_u^2/2, sigma_u^2) for any other, (0, 0) without a unit effect.
+// the prior (BagLikelihood::unit_effect_prior) for any other, (0, 0) without a unit effect.
 struct UnitEffectMoments {
   double mean = 0, var = 0;
 };
@@ -170,9 +171,10 @@ struct UnitEffectMoments {
 // effect moves a rate by 0.005 %: no count tells that from none.
 constexpr double kUnitLogSdFloor = -10;
 
-// The unit effect u_a ~ N(-sigma_u^2/2, sigma_u^2) on the log rate of every unit (MODEL.md 4g; the
-// mean makes E[e^u] = 1, so the maps are expected rates): integrated
-// out of each bag's likelihood in the fit (likelihoods/unit_effect.cpp), so its one parameter is
+// The unit effect on the linear predictor of every unit (MODEL.md 4g): u_a ~ N(-sigma_u^2/2,
+// sigma_u^2) on a count's log rate (the mean makes E[e^u] = 1, so the maps are expected rates),
+// N(0, sigma_u^2) on the binomial's logit. Integrated out of each bag's likelihood in the fit
+// (likelihoods/unit_effect.cpp, binomial_effect.cpp), so its one parameter is
 // log sigma_u. `units` names the training units (Dataset::bag_id): their own effect given their
 // count is known and predicted; any other unit's comes from the prior.
 struct UnitEffect {

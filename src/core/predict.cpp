@@ -153,8 +153,7 @@ Vector field_totals(const Model& model, const Dataset& data, const std::vector<I
 
 UnitEffectMoments unit_effect_prior(const Model& model) {
   if (!model.spec.unit_effect) return {};
-  const double var = std::exp(2 * model.unit_effect.log_sd);
-  return {-0.5 * var, var};
+  return likelihood_of(model.spec.likelihood).unit_effect_prior(model.unit_effect.log_sd);
 }
 
 // Which listed bags are units the model was fitted to (their effect depends on their count).
@@ -173,10 +172,10 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
                                                   const Vector& totals) {
   std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
   if (!model.spec.unit_effect) return out;
-  const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   for (size_t k = 0; k < bags.size(); ++k)
     if (fitted[k])
-      out[k] = unit_effect_posterior(lik, data.response[bags[k]], totals[static_cast<Index>(k)],
+      out[k] = lik.unit_effect_given({data.response[bags[k]], data.trials_of(bags[k])}, totals[static_cast<Index>(k)],
                                      model.likelihood_params, model.unit_effect.log_sd);
   return out;
 }
@@ -259,8 +258,11 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
   Vector totals = field_totals(model, data, bags, threads);
   const std::vector<UnitEffectMoments> units =
       unit_effects_one_source(model, data, bags, threads, fitted_units, &totals);
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   for (size_t k = 0; k < bags.size(); ++k)
-    totals[static_cast<Index>(k)] *= std::exp(units[k].mean + 0.5 * units[k].var);
+    if (units[k].var > 0 || units[k].mean != 0)
+      totals[static_cast<Index>(k)] =
+          lik.expected_with_unit_effect(totals[static_cast<Index>(k)], data.trials_of(bags[k]), units[k]);
   return totals;
 }
 
@@ -470,11 +472,13 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
   });
   Vector eta = Vector::Zero(samples);
   for (Index b = 0; b < blocks; ++b) eta += partial.col(b);
-  // The unit effect multiplies the unit's rate by e^u, one u per draw; then the observation noise.
+  // The unit effect moves the bag's linear predictor (a count's log rate: e^u times the rate), one u
+  // per draw; then the observation noise.
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   if (unit.var > 0 || unit.mean != 0)
-    for (int s = 0; s < samples; ++s) eta[s] *= std::exp(unit.mean + std::sqrt(unit.var) * normal(rng));
+    for (int s = 0; s < samples; ++s)
+      eta[s] = lik.aggregate_with_unit_effect(eta[s], unit.mean + std::sqrt(unit.var) * normal(rng));
   Vector draws(samples);
   for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], trials, w, rng);
   return draws;
@@ -577,8 +581,10 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
     std::normal_distribution<double> normal;
     const UnitEffectMoments& u = units[static_cast<size_t>(k)];
     for (int s = 0; s < samples; ++s) {
-      const double factor = u.var > 0 || u.mean != 0 ? std::exp(u.mean + std::sqrt(u.var) * normal(rng)) : 1.0;
-      y(s, k) = lik.draw(model, eta(s, k) * factor, data.trials_of(a), wk, rng);
+      const double e = u.var > 0 || u.mean != 0
+                           ? lik.aggregate_with_unit_effect(eta(s, k), u.mean + std::sqrt(u.var) * normal(rng))
+                           : eta(s, k);
+      y(s, k) = lik.draw(model, e, data.trials_of(a), wk, rng);
     }
   }
   return y;

@@ -70,6 +70,11 @@ inline std::vector<SpecCase> all_specs() {
               l.linear_inputs = 2;
               l.linear_prior_sd = 0.7;
               out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample_linear", l});
+              if (lik->defines_unit_effect()) {
+                ModelSpec u = s;
+                u.unit_effect = true;
+                out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample_unit", u});
+              }
               continue;
             }
             const std::string name = std::string(lik->name()) + "_" + to_string(link) + "_" + to_string(ex) + "_" +
@@ -96,14 +101,14 @@ inline std::vector<SpecCase> all_specs() {
               m.expectation = Expectation::sample;
               m.samples = 3;
               out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample", m});
-              if (lik->is_count()) {
+              if (lik->defines_unit_effect()) {
                 m.unit_effect = true;
                 out.push_back({std::string(lik->name()) + "_" + to_string(link) + "_sample_unit", m});
               }
             }
-            // A unit effect on every count likelihood and link, with the second-order moments it
-            // needs (nystrom form).
-            if (lik->is_count() && cov == CovarianceMode::nystrom &&
+            // A unit effect on every likelihood and link that defines one, with the second-order
+            // moments it needs (nystrom form).
+            if (lik->defines_unit_effect() && cov == CovarianceMode::nystrom &&
                 (ex == Expectation::delta || link == Link::square)) {
               ModelSpec u = s;
               u.unit_effect = true;
@@ -271,6 +276,18 @@ double normal_expectation(double c, double sd, G g, int n = 120, double half_wid
     sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(-0.5 * z * z) * g(c + sd * z);
   }
   return sum * h / std::sqrt(2 * M_PI);
+}
+
+// log of the integral of e^{h(u)} over [lo, hi] by the trapezoid rule on n intervals, in log space.
+template <class H>
+double log_integral(H h, double lo, double hi, int n) {
+  const double step = (hi - lo) / n;
+  std::vector<double> v(static_cast<size_t>(n + 1));
+  double top = -INFINITY;
+  for (int k = 0; k <= n; ++k) top = std::max(top, v[static_cast<size_t>(k)] = h(lo + k * step));
+  double sum = 0;
+  for (int k = 0; k <= n; ++k) sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(v[static_cast<size_t>(k)] - top);
+  return top + std::log(sum * step);
 }
 
 }  // namespace vbagg::test

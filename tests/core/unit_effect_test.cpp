@@ -17,17 +17,7 @@
 namespace vbagg {
 namespace {
 
-// log of the integral of e^{h(u)} over [lo, hi] by the trapezoid rule on n intervals, in log space.
-template <class H>
-double log_integral(H h, double lo, double hi, int n) {
-  const double step = (hi - lo) / n;
-  std::vector<double> v(static_cast<size_t>(n + 1));
-  double top = -INFINITY;
-  for (int k = 0; k <= n; ++k) top = std::max(top, v[static_cast<size_t>(k)] = h(lo + k * step));
-  double sum = 0;
-  for (int k = 0; k <= n; ++k) sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(v[static_cast<size_t>(k)] - top);
-  return top + std::log(sum * step);
-}
+using test::log_integral;
 
 double poisson_logp(double y, double log_mu) { return y * log_mu - std::exp(log_mu) - std::lgamma(y + 1); }
 double nb_logp(double y, double log_mu, double r) {

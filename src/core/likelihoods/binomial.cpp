@@ -3,11 +3,13 @@
 // logit link). There is no closed-form or bounded expectation of log pi_a and log(1 - pi_a)
 // worth having. The term is either sampled (MODEL.md 4e ii), which needs log p(y | pi) and its
 // derivative from this file, or deterministic (expectation delta: pi_a taken as logit-normal with
-// its mean and variance under q, binomial_delta.cpp).
+// its mean and variance under q, binomial_delta.cpp). Either may carry a unit effect on the logit
+// (binomial_effect.hpp) for surveys more varied than the field and binomial noise allow.
 #include <algorithm>
 #include <cmath>
 
 #include "binomial_delta.hpp"
+#include "binomial_effect.hpp"
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 
@@ -43,12 +45,39 @@ class Binomial final : public BagLikelihood {
     return log_choose(b.trials, b.y) + binomial_delta_term(spec, b, aggregate_weights(spec, b.weight), grad);
   }
 
-  // log C(n, y) + y log pi + (n - y) log(1 - pi), with pi kept inside (0, 1) by its floor.
+  // log C(n, y) + y log pi + (n - y) log(1 - pi), with pi kept inside (0, 1) by its floor; with a
+  // unit effect the mixture over it at the logit of pi.
   double aggregate_log_p(const Vector&, const BagPosterior& b, const Vector&, double pi,
                          AggregateGradient* g) const override {
     const double p = std::clamp(pi, kFloor, 1 - kFloor), n = b.trials, y = b.y;
+    if (b.has_unit_effect) {
+      const EffectMixture m = binomial_mixture(y, n, std::log(p) - std::log1p(-p), b.unit_log_sd);
+      if (g) {
+        g->d_eta = pi == p ? m.d1[0] / (p * (1 - p)) : 0.0;
+        g->d_unit_log_sd = m.d_log_sd;
+      }
+      return log_choose(n, y) + m.value;
+    }
     if (g) g->d_eta = pi == p ? y / p - (n - y) / (1 - p) : 0.0;
     return log_choose(n, y) + y * std::log(p) + (n - y) * std::log1p(-p);
+  }
+
+  // The unit effect on the logit, of mean 0 (binomial_effect.hpp). `expected` is the expected
+  // number positive without it.
+  bool defines_unit_effect() const override { return true; }
+  UnitEffectMoments unit_effect_prior(double log_sd) const override { return {0.0, std::exp(2 * log_sd)}; }
+  UnitEffectMoments unit_effect_given(const Observation& obs, double expected, const Vector&,
+                                      double log_sd) const override {
+    const double p = std::clamp(expected / obs.trials, kFloor, 1 - kFloor);
+    const EffectMixture m = binomial_mixture(obs.y, obs.trials, std::log(p) - std::log1p(-p), log_sd);
+    return {m.u_mean, m.u_var};
+  }
+  double expected_with_unit_effect(double expected, double trials, const UnitEffectMoments& unit) const override {
+    return trials * prevalence_with_effect(expected / trials, unit);
+  }
+  double aggregate_with_unit_effect(double pi, double u) const override {
+    const double p = std::clamp(pi, kFloor, 1 - kFloor);
+    return 1 / (1 + std::exp(-(std::log(p) - std::log1p(-p) + u)));
   }
 
   // The prior mean: the logit of the training bags' pooled prevalence.
@@ -64,10 +93,12 @@ class Binomial final : public BagLikelihood {
   // the count beta-binomial (its variance is then the predictive draws' n pi (1 - pi) + n (n - 1)
   // Var pi exactly); with no latent variance it is the binomial. Var pi as the delta term takes it:
   // the pixels' own variances plus their covariances to first order (`cross`). Without those a
-  // unit of many pixels on a smooth field would have about 1/N of its variance.
+  // unit of many pixels on a smooth field would have about 1/N of its variance. A unit effect
+  // u ~ N(unit) moves the logit-normal with pi_a's moments to sigma(N(c + unit.mean, tau +
+  // unit.var)), whose moments the Beta then takes.
   bool predictive_reads_covariance() const override { return true; }
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w_in, const Vector& m,
-                        const Vector& v, double cross, const UnitEffectMoments&) const override {
+                        const Vector& v, double cross, const UnitEffectMoments& unit) const override {
     const LinkFunction& link = link_of(model.spec.link);
     const double total = w_in.sum();
     const Vector w = w_in / total;
@@ -77,6 +108,12 @@ class Binomial final : public BagLikelihood {
       var += w[i] * w[i] * link.variance(m[i], v[i]);
     }
     mean = std::clamp(mean, kFloor, 1 - kFloor);
+    if (unit.var > 0 || unit.mean != 0) {
+      double c = 0, tau = 0;
+      logit_normal_with(mean, 1 - mean, std::clamp(var, 0.0, 0.999 * mean * (1 - mean)), c, tau);
+      logit_normal_moments(c + unit.mean, tau + unit.var, mean, var);
+      mean = std::clamp(mean, kFloor, 1 - kFloor);
+    }
     const double n = obs.trials, y = obs.y;
     const double concentration = mean * (1 - mean) / std::max(var, 1e-300) - 1;
     if (!(concentration > 0) || concentration > 1e12)

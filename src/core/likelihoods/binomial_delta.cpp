@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "binomial_effect.hpp"
 #include "core/gauss_hermite.hpp"
 #include "core/types.hpp"
 
@@ -33,9 +34,6 @@ using Array = Eigen::ArrayXd;
 const int kPixelNodes = 20;   // per pixel: the sums over a bag's pixels dominate the cost
 const int kBagNodes = 32;     // over ell, once per bag
 const double kFloor = 1e-12;  // a bag prevalence within this of 0 or 1 is held there
-// Below this sd, derivatives in the variance take Stein's lemma (d/d s^2 E h = E h'' / 2) rather
-// than the quadrature rule's own derivative, sum_k w_k h'(x_k) z_k / (2 s), whose sum cancels.
-const double kSteinBelow = 1e-6;
 
 // sigma(x) and sigma(-x) from one exponential, neither by subtraction from 1.
 void logistic_pair(const Array& x, Array& p, Array& q) {
@@ -130,6 +128,23 @@ void match_logit_normal(double mean, double var, double& c, double& tau) {
 
 }  // namespace
 
+void logit_normal_with(double mean, double mean_c, double var, double& c, double& tau) {
+  tau = 0;
+  if (var > 0) {
+    // By the symmetry sigma(-x) = 1 - sigma(x), the logit-normal is matched for the smaller mean.
+    match_logit_normal(std::min(mean, mean_c), var, c, tau);
+    if (mean > 0.5) c = -c;
+  } else {
+    c = std::log(mean / mean_c);
+  }
+}
+
+void logit_normal_moments(double c, double tau, double& mean, double& var) {
+  const LogisticMoments o = logistic_moments(c, std::sqrt(std::max(tau, 0.0)));
+  mean = o.p;
+  var = o.var;
+}
+
 double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const Vector& w_in, BagGradient* grad) {
   const double n = b.trials, y = b.y;
   const Array w = w_in.array(), m = b.m.array(), s2 = b.s2.array().max(0.0), s = s2.sqrt();
@@ -182,23 +197,29 @@ double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const V
   const bool capped = var > var_max;
   var = std::clamp(var, 0.0, var_max);
 
-  // By the symmetry sigma(-x) = 1 - sigma(x), the logit-normal is matched for the smaller mean.
   double c = 0, tau = 0;
-  if (var > 0) {
-    match_logit_normal(std::min(mean, mean_c), var, c, tau);
-    if (mean > 0.5) c = -c;
-  } else {
-    c = std::log(mean / mean_c);
-  }
+  logit_normal_with(mean, mean_c, var, c, tau);
   const LogisticMoments o = logistic_moments(c, std::sqrt(tau));
-  const double value = y * o.log_p + (n - y) * o.log_q;
+  // The term L(c, tau) = E G(ell), G the log likelihood in the logit (without log C(n, y)):
+  // y log sigma(ell) + (n - y) log sigma(-ell), or with a unit effect the mixture of that over u.
+  // dL/dc = E G'(ell); dL/dtau = E G''(ell) / 2 (Stein), or the rule's own derivative. Without an
+  // effect G' = y - n sigma(ell) and G'' = -n sigma'(ell).
+  double value = 0, L_c = 0, L_tau = 0;
+  if (b.has_unit_effect) {
+    const LogitExpectation e = binomial_effect_expectation(y, n, c, o.s, b.unit_log_sd, grad != nullptr);
+    value = e.value;
+    L_c = e.d_centre;
+    L_tau = e.d_tau;
+    if (grad) grad->g_unit_log_sd = e.d_log_sd;
+  } else {
+    value = y * o.log_p + (n - y) * o.log_q;
+    L_c = y * o.q - (n - y) * o.p;
+    L_tau = o.s < kSteinBelow ? -0.5 * n * o.p_c : -n * o.pz / (2 * o.s);
+  }
   if (!grad) return value;
 
-  // The term L(c, tau), with (c, tau) from E sigma(ell) = mean and Var sigma(ell) = var:
+  // (c, tau) come from E sigma(ell) = mean and Var sigma(ell) = var:
   // (dL/dmean, dL/dvar) = J^{-T} (dL/dc, dL/dtau), J the Jacobian of (E sigma, Var sigma) in (c, tau).
-  // dL/dc = y - n E sigma(ell); dL/dtau = -n E sigma'(ell) / 2 (Stein), or the rule's own derivative.
-  const double L_c = y * o.q - (n - y) * o.p;
-  const double L_tau = o.s < kSteinBelow ? -0.5 * n * o.p_c : -n * o.pz / (2 * o.s);
   const double det = o.p_c * o.var_tau - o.p_tau * o.var_c;
   const double d_mean = floored ? 0.0 : (L_c * o.var_tau - o.var_c * L_tau) / det;
   const double d_var = capped ? 0.0 : (o.p_c * L_tau - o.p_tau * L_c) / det;

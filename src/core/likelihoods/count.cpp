@@ -90,6 +90,16 @@ double CountLikelihood::predictive_nll(const Model& model, const Observation& ob
   return -unit_effect_log_pmf(*this, y, total, model.likelihood_params, unit);
 }
 
+UnitEffectMoments CountLikelihood::unit_effect_prior(double log_sd) const {
+  const double var = std::exp(2 * log_sd);
+  return {-0.5 * var, var};
+}
+
+UnitEffectMoments CountLikelihood::unit_effect_given(const Observation& obs, double expected, const Vector& params,
+                                                     double log_sd) const {
+  return unit_effect_posterior(*this, obs.y, expected, params, log_sd);
+}
+
 double CountLikelihood::draw(const Model& model, double eta, double, const Vector&, std::mt19937_64& rng) const {
   return count_draw(eta, model.likelihood_params, rng);
 }

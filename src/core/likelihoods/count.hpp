@@ -3,6 +3,8 @@
 // that function, its NLL and its draw; the link does the vector calculus.
 #pragma once
 
+#include <cmath>
+
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
 
@@ -26,6 +28,15 @@ class CountLikelihood : public BagLikelihood {
   double draw(const Model& model, double eta, double trials, const Vector& w, std::mt19937_64& rng) const override;
   double aggregate_log_p(const Vector& params, const BagPosterior& bag, const Vector& w, double eta,
                          AggregateGradient* g) const override;
+  // The effect on the log rate has mean -sigma^2/2, so that E[e^u] = 1 (unit_effect.cpp).
+  bool defines_unit_effect() const override { return true; }
+  UnitEffectMoments unit_effect_prior(double log_sd) const override;
+  UnitEffectMoments unit_effect_given(const Observation& obs, double expected, const Vector& params,
+                                      double log_sd) const override;
+  double expected_with_unit_effect(double expected, double, const UnitEffectMoments& unit) const override {
+    return expected * std::exp(unit.mean + 0.5 * unit.var);
+  }
+  double aggregate_with_unit_effect(double eta, double u) const override { return eta * std::exp(u); }
 
   // l_a from the summary, with d l_a / d(summary) into *d and d l_a / d params into *g_params.
   virtual double score(double y, const CountMoments& mo, const Vector& params, CountMomentsGradient* d,

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "core/gauss_hermite.hpp"
+#include "core/logistic.hpp"
 #include "count.hpp"
 
 namespace vbagg {
@@ -23,7 +24,6 @@ const int kNodes = 32;
 
 // log(1 + e^x) without overflow.
 double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-double logistic(double x) { return x > 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x)); }
 
 class NegativeBinomial final : public CountLikelihood {
  public:

@@ -30,6 +30,7 @@
 #include "core/linalg.hpp"
 #include "core/log_sum_exp.hpp"
 #include "count.hpp"
+#include "effect_mixture.hpp"
 
 namespace vbagg {
 
@@ -41,20 +42,12 @@ const int kInnerNodes = 16;  // over u
 // mixtures, each over all its periods.
 const int kSharedOuterNodes = 6;
 
-// The counts of one unit's bags and their log rates t_j: the effect u is added to every t_j.
-struct Rates {
-  const double* y;
-  const double* t;
-  Index n;
-};
-
-// sum_j k(y_j, t_j + u) with its first two derivatives in u.
-double log_kernel_sum(const CountLikelihood& lik, const Rates& r, const Vector& params, double u, double* d1,
-                      double* d2) {
+// sum_j k_j(t_j + u) with its first two derivatives in u.
+double log_kernel_sum(const PredictorKernel& k, const double* t, Index n, double u, double* d1, double* d2) {
   double value = 0, g = 0, h = 0;
-  for (Index j = 0; j < r.n; ++j) {
+  for (Index j = 0; j < n; ++j) {
     double a = 0, b = 0;
-    value += lik.log_pmf_kernel(r.y[j], r.t[j] + u, params, &a, &b, nullptr);
+    value += k.at(j, t[j] + u, &a, &b, nullptr);
     g += a;
     h += b;
   }
@@ -63,15 +56,14 @@ double log_kernel_sum(const CountLikelihood& lik, const Rates& r, const Vector& 
   return value;
 }
 
-// Mode of h(u) = sum_j k(t_j + u) - u^2 / (2 sigma^2) (k = the likelihood's log pmf kernel, concave
-// in its argument), by Newton's method safeguarded with the bracket that the sign of h' gives; the
-// curvature -h'' at the mode into *curvature.
-double mode_of(const CountLikelihood& lik, const Rates& r, const Vector& params, double sigma2, double u,
-               double* curvature) {
+// Mode of h(u) = sum_j k_j(t_j + u) - u^2 / (2 sigma^2) (each k_j concave in its argument), by
+// Newton's method safeguarded with the bracket that the sign of h' gives; the curvature -h'' at
+// the mode into *curvature.
+double mode_of(const PredictorKernel& k, const double* t, Index n, double sigma2, double u, double* curvature) {
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   double d1 = 0, d2 = 0;
   for (int it = 0; it < 200; ++it) {
-    log_kernel_sum(lik, r, params, u, &d1, &d2);
+    log_kernel_sum(k, t, n, u, &d1, &d2);
     const double g = d1 - u / sigma2, c = -d2 + 1 / sigma2;
     if (g > 0)
       lo = u;
@@ -85,40 +77,56 @@ double mode_of(const CountLikelihood& lik, const Rates& r, const Vector& params,
     }
     u = next;
   }
-  log_kernel_sum(lik, r, params, u, &d1, &d2);
+  log_kernel_sum(k, t, n, u, &d1, &d2);
   *curvature = -d2 + 1 / sigma2;
   return u;
 }
 
-struct MixtureAtRate {
-  double value = 0;  // log int exp(sum_j k(t_j + u)) N(u; 0, sigma^2) du
-  Vector d1;         // d/dt_j
-  Vector d2;         // d^2/dt_j^2
-  double d_log_sd = 0;
-  Vector dparams;
-  double mode = 0;
-  double u_mean = 0, u_var = 0;  // moments of u under the normalised integrand: u's conditional
+// A count likelihood's kernel in the log rate, for the bags' counts y.
+class CountKernel final : public PredictorKernel {
+ public:
+  CountKernel(const CountLikelihood& lik, const double* y, const Vector& params) : lik_(lik), y_(y), params_(params) {}
+  double at(Index j, double x, double* d1, double* d2, Vector* dparams) const override {
+    return lik_.log_pmf_kernel(y_[j], x, params_, d1, d2, dparams);
+  }
+
+ private:
+  const CountLikelihood& lik_;
+  const double* y_;
+  const Vector& params_;
 };
 
-// The mixture over u at the log rates t (without the pmf's constant part).
-MixtureAtRate mixture_at(const CountLikelihood& lik, const Rates& r, const Vector& params, double log_sd, double start,
-                         bool with_params) {
+// The mixture over u at the log rates t of the counts y (without the pmf's constant part).
+EffectMixture mixture_at(const CountLikelihood& lik, const double* y, const double* t, Index n, const Vector& params,
+                         double log_sd, double start, bool with_params) {
+  return effect_mixture(CountKernel(lik, y, params), t, n, log_sd, start, params.size(), with_params);
+}
+
+EffectMixture mixture_at(const CountLikelihood& lik, double y, double t, const Vector& params, double log_sd,
+                         double start, bool with_params) {
+  return mixture_at(lik, &y, &t, 1, params, log_sd, start, with_params);
+}
+
+}  // namespace
+
+EffectMixture effect_mixture(const PredictorKernel& kernel, const double* t, Index n, double log_sd, double start,
+                             Index num_params, bool with_params) {
   const double sigma2 = std::exp(2 * log_sd);
   double curvature = 0;
-  MixtureAtRate out;
-  out.mode = mode_of(lik, r, params, sigma2, start, &curvature);
+  EffectMixture out;
+  out.mode = mode_of(kernel, t, n, sigma2, start, &curvature);
   const double tau = 1 / std::sqrt(curvature);
   const NormalQuadrature& q = normal_quadrature(kInnerNodes);
-  const Index n = q.nodes.size();
-  Vector L(n), u(n);
-  Matrix k1(r.n, n), k2(r.n, n);
-  std::vector<Vector> kp(with_params ? static_cast<size_t>(n) : 0);
-  for (Index i = 0; i < n; ++i) {
+  const Index nodes = q.nodes.size();
+  Vector L(nodes), u(nodes);
+  Matrix k1(n, nodes), k2(n, nodes);
+  std::vector<Vector> kp(with_params ? static_cast<size_t>(nodes) : 0);
+  for (Index i = 0; i < nodes; ++i) {
     u[i] = out.mode + tau * q.nodes[i];
     double k = 0;
     Vector dp;
-    for (Index j = 0; j < r.n; ++j) {
-      k += lik.log_pmf_kernel(r.y[j], r.t[j] + u[i], params, &k1(j, i), &k2(j, i), with_params ? &dp : nullptr);
+    for (Index j = 0; j < n; ++j) {
+      k += kernel.at(j, t[j] + u[i], &k1(j, i), &k2(j, i), with_params ? &dp : nullptr);
       if (with_params) {
         Vector& sum = kp[static_cast<size_t>(i)];
         if (sum.size() == 0) sum = Vector::Zero(dp.size());
@@ -135,19 +143,12 @@ MixtureAtRate mixture_at(const CountLikelihood& lik, const Rates& r, const Vecto
   out.u_mean = pi.dot(u);
   out.u_var = std::max(0.0, pi.dot(u.cwiseAbs2()) - out.u_mean * out.u_mean);
   if (with_params) {
-    out.dparams = Vector::Zero(params.size());
-    for (Index i = 0; i < n; ++i)
+    out.dparams = Vector::Zero(num_params);
+    for (Index i = 0; i < nodes; ++i)
       if (pi[i] > 0 && kp[static_cast<size_t>(i)].size()) out.dparams += pi[i] * kp[static_cast<size_t>(i)];
   }
   return out;
 }
-
-MixtureAtRate mixture_at(const CountLikelihood& lik, double y, double t, const Vector& params, double log_sd,
-                         double start, bool with_params) {
-  return mixture_at(lik, Rates{&y, &t, 1}, params, log_sd, start, with_params);
-}
-
-}  // namespace
 
 double unit_effect_score(const CountLikelihood& lik, double y, const CountMoments& mo, const Vector& params,
                          double log_sd, CountMomentsGradient* d, Vector* g_params, double* g_log_sd) {
@@ -162,7 +163,7 @@ double unit_effect_mixture(const CountLikelihood& lik, double y, double log_tota
   const double half_var = 0.5 * std::exp(2 * log_sd);
   Vector dconst;
   const double constant = lik.log_pmf_constant(y, params, d_params ? &dconst : nullptr);
-  const MixtureAtRate m = mixture_at(lik, y, log_total - half_var, params, log_sd, 0.0, d_params != nullptr);
+  const EffectMixture m = mixture_at(lik, y, log_total - half_var, params, log_sd, 0.0, d_params != nullptr);
   if (d_log_total) *d_log_total = m.d1[0];
   if (d_params) *d_params = dconst + m.dparams;
   if (d_log_sd) *d_log_sd = m.d_log_sd - 2 * half_var * m.d1[0];
@@ -180,7 +181,7 @@ UnitEffectMoments unit_effect_posterior(const CountLikelihood& lik, double y, do
                                         double log_sd) {
   const double var = std::exp(2 * log_sd);
   if (!(total > 0)) return {-0.5 * var, var};
-  const MixtureAtRate m = mixture_at(lik, y, std::log(total) - 0.5 * var, params, log_sd, 0.0, false);
+  const EffectMixture m = mixture_at(lik, y, std::log(total) - 0.5 * var, params, log_sd, 0.0, false);
   return {m.u_mean - 0.5 * var, m.u_var};
 }
 
@@ -233,8 +234,7 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
   // each, and to second order otherwise (the cross terms have mean zero); one bag gives a
   // one-dimensional Gauss-Hermite rule.
   const NormalQuadrature& q = normal_quadrature(J == 1 ? kOuterNodes : kSharedOuterNodes);
-  const Rates at_mean{ys.data(), a.data(), J};
-  const MixtureAtRate centre = mixture_at(lik, at_mean, params, log_sd, 0.0, g_params != nullptr);
+  const EffectMixture centre = mixture_at(lik, ys.data(), a.data(), J, params, log_sd, 0.0, g_params != nullptr);
   double v = centre.value, d_sd = centre.d_log_sd;
   Vector d_a = centre.d1;
   if (g_params) dp += centre.dparams;
@@ -252,8 +252,8 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
       if (g_params) dp -= centre.dparams;
       for (Index k = 0; k < q.nodes.size(); ++k) {
         t = a + L.col(c) * q.nodes[k];
-        const MixtureAtRate m =
-            mixture_at(lik, Rates{ys.data(), t.data(), J}, params, log_sd, centre.mode, g_params != nullptr);
+        const EffectMixture m =
+            mixture_at(lik, ys.data(), t.data(), J, params, log_sd, centre.mode, g_params != nullptr);
         const double w = q.weights[k];
         v += w * m.value;
         d_a += w * m.d1;
@@ -294,8 +294,8 @@ UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const
       t.push_back(std::log(totals[j]) - 0.5 * var);
     }
   if (ys.empty()) return {-0.5 * var, var};
-  const MixtureAtRate m =
-      mixture_at(lik, Rates{ys.data(), t.data(), static_cast<Index>(ys.size())}, params, log_sd, 0.0, false);
+  const EffectMixture m =
+      mixture_at(lik, ys.data(), t.data(), static_cast<Index>(ys.size()), params, log_sd, 0.0, false);
   return {m.u_mean - 0.5 * var, m.u_var};
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/gauss_hermite.hpp"
 #include "core/link.hpp"
+#include "core/logistic.hpp"
 #include "normal_cdf.hpp"
 
 namespace vbagg {
@@ -14,16 +15,14 @@ namespace {
 
 using namespace normal_cdf;
 
-double sigmoid(double f) { return f >= 0 ? 1 / (1 + std::exp(-f)) : std::exp(f) / (1 + std::exp(f)); }
-
 class LogitLink final : public LinkFunction {
  public:
   Link id() const override { return Link::logit; }
   const char* name() const override { return "logit"; }
   const char* latent_meaning() const override { return "log odds of prevalence"; }
-  double psi(double f) const override { return sigmoid(f); }
+  double psi(double f) const override { return logistic(f); }
   double psi_derivative(double f) const override {
-    const double p = sigmoid(f);
+    const double p = logistic(f);
     return p * (1 - p);
   }
   double mean(double m, double s2) const override { return moment(m, s2, 1); }
@@ -31,7 +30,7 @@ class LogitLink final : public LinkFunction {
     const double mu = moment(m, s2, 1);
     return std::max(0.0, moment(m, s2, 2) - mu * mu);
   }
-  double quantile(double m, double s2, double q) const override { return sigmoid(m + std::sqrt(s2) * Phi_inv(q)); }
+  double quantile(double m, double s2, double q) const override { return logistic(m + std::sqrt(s2) * Phi_inv(q)); }
   double exceedance(double m, double s2, double t) const override {
     if (t <= 0) return 1.0;
     if (t >= 1) return 0.0;
@@ -45,7 +44,7 @@ class LogitLink final : public LinkFunction {
     const NormalQuadrature& q = normal_quadrature(32);
     const double s = std::sqrt(s2);
     double e = 0;
-    for (Index j = 0; j < q.nodes.size(); ++j) e += q.weights[j] * std::pow(sigmoid(m + s * q.nodes[j]), k);
+    for (Index j = 0; j < q.nodes.size(); ++j) e += q.weights[j] * std::pow(logistic(m + s * q.nodes[j]), k);
     return e;
   }
 };

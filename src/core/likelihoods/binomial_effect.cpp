@@ -1,0 +1,66 @@
+#include "binomial_effect.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/gauss_hermite.hpp"
+#include "core/logistic.hpp"
+
+namespace vbagg {
+
+namespace {
+
+const int kLogitNodes = 32;   // over ell, as binomial_delta.cpp's bag rule
+const int kEffectNodes = 32;  // over u, for a unit's expected prevalence
+
+// y log sigma(x) + (n - y) log sigma(-x): concave in x.
+class BinomialKernel final : public PredictorKernel {
+ public:
+  BinomialKernel(double y, double n) : y_(y), n_(n) {}
+  double at(Index, double x, double* d1, double* d2, Vector*) const override {
+    const double p = logistic(x), q = logistic(-x);
+    *d1 = y_ * q - (n_ - y_) * p;
+    *d2 = -n_ * p * q;
+    return y_ * log_logistic(x) + (n_ - y_) * log_logistic(-x);
+  }
+
+ private:
+  double y_, n_;
+};
+
+}  // namespace
+
+EffectMixture binomial_mixture(double y, double n, double x, double log_sd, double start) {
+  return effect_mixture(BinomialKernel(y, n), &x, 1, log_sd, start, 0, false);
+}
+
+LogitExpectation binomial_effect_expectation(double y, double n, double c, double s, double log_sd, bool derivatives) {
+  const NormalQuadrature& g = normal_quadrature(kLogitNodes);
+  LogitExpectation out;
+  double start = 0, d2 = 0;  // each node's search for the mode starts at the last node's
+  for (Index k = 0; k < g.nodes.size(); ++k) {
+    const double w = g.weights[k], z = g.nodes[k];
+    const EffectMixture m = binomial_mixture(y, n, c + s * z, log_sd, start);
+    start = m.mode;
+    out.value += w * m.value;
+    if (!derivatives) continue;
+    out.d_centre += w * m.d1[0];
+    out.d_tau += w * m.d1[0] * z;
+    d2 += w * m.d2[0];
+    out.d_log_sd += w * m.d_log_sd;
+  }
+  out.d_tau = s < kSteinBelow ? 0.5 * d2 : out.d_tau / (2 * s);
+  return out;
+}
+
+double prevalence_with_effect(double prevalence, const UnitEffectMoments& unit) {
+  const double p = std::clamp(prevalence, 1e-300, 1.0);
+  if (p >= 1) return 1;
+  const double logit = std::log(p) - std::log1p(-p), sd = std::sqrt(std::max(unit.var, 0.0));
+  const NormalQuadrature& g = normal_quadrature(kEffectNodes);
+  double mean = 0;
+  for (Index k = 0; k < g.nodes.size(); ++k) mean += g.weights[k] * logistic(logit + unit.mean + sd * g.nodes[k]);
+  return mean;
+}
+
+}  // namespace vbagg

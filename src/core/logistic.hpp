@@ -1,0 +1,17 @@
+// The logistic function sigma(x) = 1 / (1 + e^-x) and its log, without overflow or cancellation
+// in either tail.
+#pragma once
+
+#include <cmath>
+
+namespace vbagg {
+
+inline double logistic(double x) {
+  if (x >= 0) return 1 / (1 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1 + e);
+}
+
+inline double log_logistic(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
+
+}  // namespace vbagg
