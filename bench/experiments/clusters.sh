@@ -5,7 +5,8 @@
 # model's draws would have on the same pixels, and the z-scores of the two covariate coefficients
 # whose truth is known (vbagg-simulate: 0.6 per sd of temperature, -0.4 per sd of rainfall, sds 3
 # and 250), so that one country's miss can be told from a flaw.
-#   bench/experiments/clusters.sh [--seeds "1 2 ... 20"] [--units 120] [--set KEY=VALUE ...]
+#   bench/experiments/clusters.sh [--seeds "1 2 ... 20"] [--units 120] [--simulate "--survey-noise 0.7"]
+#                                 [--set KEY=VALUE ...]
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN,
 # and python3.
 set -euo pipefail
@@ -13,12 +14,13 @@ cd "$(dirname "$0")/../.."
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds=$(seq 1 20) units=120 sets=()
+seeds=$(seq 1 20) units=120 sets=() simulate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --units) units=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
+    --simulate) simulate=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +54,8 @@ echo "| seed | fixed effects | pixel MSE | pixel calibration error | a calibrate
 echo "|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
-  "$bin/vbagg-simulate" --kind country --out "$d" --seed "$seed" --units "$units" --unit-noise 0.3 -q
+  # shellcheck disable=SC2086 # the simulator's options, one word each
+  "$bin/vbagg-simulate" --kind country --out "$d" --seed "$seed" --units "$units" --unit-noise 0.3 -q $simulate
   for name in clusters units; do
     {
       echo "data:"

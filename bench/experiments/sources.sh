@@ -6,8 +6,9 @@
 #          saw as districts, scored as new units.
 #  survey: clusters (points: 20-40 tested at a pixel) and the units' survey (100-500 tested per
 #          unit); fits of each and of both. Pixel metrics of prevalence over every unit's pixels.
-#   bench/experiments/sources.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--set KEY=VALUE ...]
-# (--set is passed to every fit.)
+#   bench/experiments/sources.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3]
+#                                [--simulate "--survey-noise 0.7"] [--set KEY=VALUE ...]
+# (--set is passed to every fit, --simulate to the simulator.)
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -16,7 +17,7 @@ scripts/deps.sh gdal-bin bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" units=120 noise=0.3
+seeds="1 2 3" units=120 noise=0.3 simulate=""
 sets=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -24,6 +25,7 @@ while [ $# -gt 0 ]; do
     --units) units=$2; shift 2 ;;
     --noise) noise=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
+    --simulate) simulate=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -69,7 +71,9 @@ echo "| seed | fit | fit s | pixel corr | pixel MSE | pixel calibration error | 
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
-  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --units "$units" --unit-noise "$noise" -q
+  # shellcheck disable=SC2086 # the simulator's options, one word each
+  "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --units "$units" --unit-noise "$noise" -q \
+    $simulate
   # The grid spans 34 to 42 degrees east: districts whose centre lies west of 38 report.
   for side in west east; do
     op=$([ $side = west ] && echo "<" || echo ">=")

@@ -286,12 +286,15 @@ std::vector<Param> make_params() {
        {"auto", "true", "false"},
        -kInf,
        kInf,
-       "A random effect u on the log rate of every unit, u ~ N(-sigma^2/2, sigma^2) so that E[e^u] = 1, with sigma "
-       "learned (the iid polygon effect of R disaggregation), integrated out of each unit's likelihood. It absorbs "
-       "unit-level variation (reporting, local outbreaks) that would otherwise bend the map. The maps show the "
-       "expected rate without it; unit totals and intervals include it (for a training unit its effect given its "
-       "count, for any other unit the prior spread). Defined for the count likelihoods of model.kind vbagg and "
-       "bag_pixel, with model.expectation delta under the exp link; auto turns it on wherever it is defined."},
+       "A random effect u on every unit's linear predictor, with its sd sigma learned (the iid polygon effect of R "
+       "disaggregation), integrated out of each unit's likelihood: for counts on the log rate, u ~ N(-sigma^2/2, "
+       "sigma^2) so that E[e^u] = 1; for the binomial on the logit, u ~ N(0, sigma^2), each survey unit's or "
+       "cluster's own departure from the map. It absorbs unit-level variation (reporting, local outbreaks, how a "
+       "survey was drawn) that would otherwise bend the map. The maps show the field without it (for counts the "
+       "expected rate, for prevalence that of a typical unit); unit totals and intervals include it (for a "
+       "training unit its effect given its observation, for any other unit the prior spread). Defined for the "
+       "count likelihoods and the binomial of model.kind vbagg and bag_pixel, with model.expectation delta or "
+       "sample (not the exp link's bound); auto turns it on wherever it is defined."},
       {"model.unit_effect_scope",
        T::choice,
        "auto",

@@ -81,7 +81,7 @@ double with_survey_noise(double p, double sd, std::mt19937_64& rng) {
 // Survey clusters at pixels drawn in proportion to population, from a stream of their own.
 void add_clusters(Country& c, const CountryOptions& o) {
   std::mt19937_64 rng(o.seed ^ 0x7f4a7c159e3779b9ULL);
-  std::mt19937_64 noise_rng(o.seed ^ 0x2545f4914f6cdd1dULL);  // the clusters are the same with and without
+  std::mt19937_64 noise_rng(o.seed ^ 0x2545f4914f6cdd1dULL);  // none drawn at sd 0: the clusters as before
   std::uniform_real_distribution<double> unif(0, 1);
   const Index N = c.population.size();
   Vector cumulative(N);

@@ -258,6 +258,7 @@ TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {
   EXPECT_EQ(file.model.spec.likelihood, LikelihoodKind::binomial);
   EXPECT_EQ(file.model.spec.link, Link::logit);
   EXPECT_EQ(file.model.spec.expectation, Expectation::delta);
+  EXPECT_TRUE(file.model.spec.unit_effect) << "auto: a survey unit's own effect on the logit";
   PredictArgs p;
   p.model_path = t.out + "/model.yaml";
   p.out = path("maps_prevalence");

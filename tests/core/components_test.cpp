@@ -165,6 +165,44 @@ TEST(Country, UnitNoiseIsLognormalWithMeanOneAndChangesOnlyTheCounts) {
   EXPECT_THROW(make_country(o), ConfigError);
 }
 
+// Survey noise moves each survey unit's and cluster's prevalence on the logit scale: positives vary
+// far more than binomial draws allow, and the true prevalence and the counts are unchanged. (The
+// surveys' draws share their streams, so who is tested and where differ once positives do.)
+TEST(Country, SurveyNoiseOverdispersesOnlyThePositives) {
+  CountryOptions o;
+  o.width = 80;
+  o.height = 80;
+  o.units = 400;
+  o.seed = 6;
+  const Country plain = make_country(o);
+  o.survey_noise_sd = 0.5;
+  const Country noisy = make_country(o);
+  EXPECT_EQ(plain.prevalence, noisy.prevalence);
+  EXPECT_EQ(plain.counts, noisy.counts);
+  EXPECT_NE(plain.positives, noisy.positives);
+  EXPECT_NE(plain.cluster_positives, noisy.cluster_positives);
+  // Each unit's survey against Binomial(tested, its population-weighted prevalence): standardised
+  // residuals of variance 1 without the noise; with it about 1 + (n - 1) Var(pi') / (pi (1 - pi)),
+  // near 10 for 100-500 tested at sd 0.5.
+  Vector infected = Vector::Zero(o.units), people = Vector::Zero(o.units);
+  for (Index i = 0; i < plain.population.size(); ++i) {
+    infected[plain.unit_of_pixel[static_cast<size_t>(i)]] += plain.population[i] * plain.prevalence[i];
+    people[plain.unit_of_pixel[static_cast<size_t>(i)]] += plain.population[i];
+  }
+  auto dispersion = [&](const Country& c) {
+    double sum = 0;
+    for (int u = 0; u < o.units; ++u) {
+      const double pi = infected[u] / people[u], n = c.tested[u];
+      sum += std::pow(c.positives[u] - n * pi, 2) / (n * pi * (1 - pi));
+    }
+    return sum / o.units;
+  };
+  EXPECT_NEAR(dispersion(plain), 1.0, 0.2);
+  EXPECT_GT(dispersion(noisy), 4.0);
+  o.survey_noise_sd = 3.5;
+  EXPECT_THROW(make_country(o), ConfigError);
+}
+
 TEST(SwissRoll, BagSizesAndRates) {
   SwissRollOptions o;
   o.bags = 400;
