@@ -1,5 +1,4 @@
-// The logistic function sigma(x) = 1 / (1 + e^-x) and its log, without overflow or cancellation
-// in either tail.
+// The logistic function sigma(x) = 1 / (1 + e^-x), without overflow or cancellation in either tail.
 #pragma once
 
 #include <cmath>
@@ -11,7 +10,5 @@ inline double logistic(double x) {
   const double e = std::exp(x);
   return e / (1 + e);
 }
-
-inline double log_logistic(double x) { return x >= 0 ? -std::log1p(std::exp(-x)) : x - std::log1p(std::exp(x)); }
 
 }  // namespace vbagg

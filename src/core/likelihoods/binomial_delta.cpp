@@ -35,9 +35,13 @@ const int kPixelNodes = 20;   // per pixel: the sums over a bag's pixels dominat
 const int kBagNodes = 32;     // over ell, once per bag
 const double kFloor = 1e-12;  // a bag prevalence within this of 0 or 1 is held there
 
+// The bag rule's nodes as a fixed-size array: its temporaries live on the stack.
+using BagArray = Eigen::Array<double, kBagNodes, 1>;
+
 // sigma(x) and sigma(-x) from one exponential, neither by subtraction from 1.
-void logistic_pair(const Array& x, Array& p, Array& q) {
-  const Array e = (-x.abs()).exp(), a = (1 + e).inverse(), b = e * a;
+template <class A>
+void logistic_pair(const A& x, A& p, A& q) {
+  const A e = (-x.abs()).exp(), a = (1 + e).inverse(), b = e * a;
   p = (x >= 0).select(a, b);
   q = (x >= 0).select(b, a);
 }
@@ -52,17 +56,19 @@ struct LogisticMoments {
   double pz = 0, s = 0;         // sum_k w_k sigma(x_k) z_k, and s: what dL/dtau needs
 };
 
-LogisticMoments logistic_moments(double c, double s) {
+// E log sigma(+-ell) (log_p, log_q) only `with_logs`: the solves for c and tau need the moments alone.
+LogisticMoments logistic_moments(double c, double s, bool with_logs = false) {
   const NormalQuadrature& g = normal_quadrature(kBagNodes);
-  const Array x = c + s * g.nodes.array(), w = g.weights.array(), z = g.nodes.array();
-  Array p, q;
+  const Eigen::Map<const BagArray> z(g.nodes.data()), w(g.weights.data());
+  const BagArray x = c + s * z;
+  BagArray p, q;
   logistic_pair(x, p, q);
-  const Array d1 = p * q, d2 = d1 * (q - p);  // sigma', sigma''
+  const BagArray d1 = p * q, d2 = d1 * (q - p);  // sigma', sigma''
   LogisticMoments o;
   o.s = s;
   o.p = (w * p).sum();
   o.q = (w * q).sum();
-  const Array dev = p - o.p;
+  const BagArray dev = p - o.p;
   o.var = (w * dev.square()).sum();
   o.p_c = (w * d1).sum();
   o.var_c = 2 * (w * dev * d1).sum();
@@ -74,9 +80,10 @@ LogisticMoments logistic_moments(double c, double s) {
     o.var_tau = (w * dev * d1 * z).sum() / s;
   }
   o.pz = (w * p * z).sum();
-  const Array soft = (-x.abs()).exp().log1p();  // log(1 + e^{-|x|})
-  o.log_p = (w * ((x >= 0).select(Array::Zero(x.size()), x) - soft)).sum();
-  o.log_q = (w * ((x >= 0).select(-x, Array::Zero(x.size())) - soft)).sum();
+  if (!with_logs) return o;
+  const BagArray soft = (-x.abs()).exp().log1p();  // log(1 + e^{-|x|})
+  o.log_p = (w * ((x >= 0).select(BagArray::Zero(), x) - soft)).sum();
+  o.log_q = (w * ((x >= 0).select(-x, BagArray::Zero()) - soft)).sum();
   return o;
 }
 
@@ -161,7 +168,7 @@ double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const V
   Array p, q;
   for (Index k = 0; k < gq.nodes.size(); ++k) {
     const double wk = gq.weights[k], zk = gq.nodes[k];
-    logistic_pair(m + s * zk, p, q);
+    logistic_pair<Array>(m + s * zk, p, q);
     const Array d1 = p * q;
     P += wk * p;
     Pc += wk * q;
@@ -199,7 +206,7 @@ double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const V
 
   double c = 0, tau = 0;
   logit_normal_with(mean, mean_c, var, c, tau);
-  const LogisticMoments o = logistic_moments(c, std::sqrt(tau));
+  const LogisticMoments o = logistic_moments(c, std::sqrt(tau), !b.has_unit_effect);
   // The term L(c, tau) = E G(ell), G the log likelihood in the logit (without log C(n, y)):
   // y log sigma(ell) + (n - y) log sigma(-ell), or with a unit effect the mixture of that over u.
   // dL/dc = E G'(ell); dL/dtau = E G''(ell) / 2 (Stein), or the rule's own derivative. Without an

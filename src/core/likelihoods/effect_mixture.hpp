@@ -15,6 +15,8 @@ class PredictorKernel {
  public:
   virtual ~PredictorKernel() = default;
   virtual double at(Index j, double x, double* d1, double* d2, Vector* dparams) const = 0;
+  // d/dx and d^2/dx^2 alone, for the search for the mode: a kernel may spare the value's cost.
+  virtual void slopes(Index j, double x, double* d1, double* d2) const { at(j, x, d1, d2, nullptr); }
 };
 
 struct EffectMixture {

@@ -42,18 +42,17 @@ const int kInnerNodes = 16;  // over u
 // mixtures, each over all its periods.
 const int kSharedOuterNodes = 6;
 
-// sum_j k_j(t_j + u) with its first two derivatives in u.
-double log_kernel_sum(const PredictorKernel& k, const double* t, Index n, double u, double* d1, double* d2) {
-  double value = 0, g = 0, h = 0;
+// The first two derivatives in u of sum_j k_j(t_j + u).
+void log_kernel_slopes(const PredictorKernel& k, const double* t, Index n, double u, double* d1, double* d2) {
+  double g = 0, h = 0;
   for (Index j = 0; j < n; ++j) {
     double a = 0, b = 0;
-    value += k.at(j, t[j] + u, &a, &b, nullptr);
+    k.slopes(j, t[j] + u, &a, &b);
     g += a;
     h += b;
   }
   *d1 = g;
   *d2 = h;
-  return value;
 }
 
 // Mode of h(u) = sum_j k_j(t_j + u) - u^2 / (2 sigma^2) (each k_j concave in its argument), by
@@ -63,7 +62,7 @@ double mode_of(const PredictorKernel& k, const double* t, Index n, double sigma2
   double lo = -std::numeric_limits<double>::infinity(), hi = std::numeric_limits<double>::infinity();
   double d1 = 0, d2 = 0;
   for (int it = 0; it < 200; ++it) {
-    log_kernel_sum(k, t, n, u, &d1, &d2);
+    log_kernel_slopes(k, t, n, u, &d1, &d2);
     const double g = d1 - u / sigma2, c = -d2 + 1 / sigma2;
     if (g > 0)
       lo = u;
@@ -77,7 +76,7 @@ double mode_of(const PredictorKernel& k, const double* t, Index n, double sigma2
     }
     u = next;
   }
-  log_kernel_sum(k, t, n, u, &d1, &d2);
+  log_kernel_slopes(k, t, n, u, &d1, &d2);
   *curvature = -d2 + 1 / sigma2;
   return u;
 }
