@@ -4,6 +4,8 @@
 #include <cmath>
 #include <random>
 
+#include "logistic.hpp"
+
 namespace vbagg {
 
 namespace {
@@ -74,8 +76,7 @@ void add_provinces(Country& c, const CountryOptions& o, const std::vector<double
 // sigma(logit p + e), e ~ N(0, sd^2) from `rng`; p itself when sd is 0 (and no draw is taken).
 double with_survey_noise(double p, double sd, std::mt19937_64& rng) {
   if (!(sd > 0) || !(p > 0) || !(p < 1)) return p;
-  const double x = std::log(p) - std::log1p(-p) + sd * std::normal_distribution<double>()(rng);
-  return 1 / (1 + std::exp(-x));
+  return logistic(logit(p) + sd * std::normal_distribution<double>()(rng));
 }
 
 // Survey clusters at pixels drawn in proportion to population, from a stream of their own.

@@ -66,7 +66,7 @@ class BagLikelihood {
   // Negative log predictive density of a bag's observation y, from the latent marginals m, v of
   // its pixels (weights w as stored in the data), their covariances' share of the bag's variance
   // `cross` (bag_cross_covariances with g_i = w_i E[Psi'(f_i)]; 0 unless
-  // predictive_reads_covariance()) and its unit effect (count likelihoods).
+  // predictive_reads_covariance()) and its unit effect (where the likelihood defines one).
   virtual double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
                                 const Vector& v, double cross, const UnitEffectMoments& unit) const = 0;
   // The unit effect (MODEL.md 4g): u_a ~ N(prior mean, sigma_u^2) added to the bag's linear

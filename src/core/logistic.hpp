@@ -1,4 +1,5 @@
-// The logistic function sigma(x) = 1 / (1 + e^-x), without overflow or cancellation in either tail.
+// The logistic function sigma(x) = 1 / (1 + e^-x), without overflow or cancellation in either tail,
+// and its inverse.
 #pragma once
 
 #include <cmath>
@@ -10,5 +11,8 @@ inline double logistic(double x) {
   const double e = std::exp(x);
   return e / (1 + e);
 }
+
+// log(p / (1 - p)) for p in (0, 1).
+inline double logit(double p) { return std::log(p) - std::log1p(-p); }
 
 }  // namespace vbagg

@@ -188,19 +188,8 @@ TEST(BinomialUnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
   const Model with = fit_with(true), without = fit_with(false);
   EXPECT_GT(with.unit_effect.log_sd, std::log(0.55));
   EXPECT_LT(with.unit_effect.log_sd, std::log(1.1));
-  auto coverage90 = [&](const Model& model) {
-    const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, test, 1);
-    int inside = 0;
-    for (size_t k = 0; k < test.size(); ++k) {
-      const Index a = test[k], b = data.bag_begin(a), n = data.bag_size(a);
-      Vector d = bag_predictive_draws(model, data.inputs.middleCols(b, n), data.weights().segment(b, n), 2000,
-                                      7 + static_cast<unsigned long long>(a), units[k], data.trials[a]);
-      std::sort(d.data(), d.data() + d.size());
-      inside += y[a] >= d[100] && y[a] <= d[1899];
-    }
-    return static_cast<double>(inside) / static_cast<double>(test.size());
-  };
-  const double cov_with = coverage90(with), cov_without = coverage90(without);
+  const double cov_with = test::held_out_coverage90(with, data, test),
+               cov_without = test::held_out_coverage90(without, data, test);
   EXPECT_GE(cov_with, 0.78);
   EXPECT_LT(cov_without, 0.6);
   EXPECT_LT(bag_predictive_nll(with, data, test, 2), bag_predictive_nll(without, data, test, 2));

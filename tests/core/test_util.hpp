@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -12,6 +13,7 @@
 #include "core/likelihood.hpp"
 #include "core/model.hpp"
 #include "core/objective.hpp"
+#include "core/predict.hpp"
 
 namespace vbagg::test {
 
@@ -288,6 +290,22 @@ double log_integral(H h, double lo, double hi, int n) {
   double sum = 0;
   for (int k = 0; k <= n; ++k) sum += (k == 0 || k == n ? 0.5 : 1.0) * std::exp(v[static_cast<size_t>(k)] - top);
   return top + std::log(sum * step);
+}
+
+// The share of the listed held-out bags whose observation lies inside the central 90 % of 2,000
+// predictive draws (the field jointly, each bag's unit effect as bag_unit_effects gives it, and
+// the observation noise).
+inline double held_out_coverage90(const Model& model, const Dataset& data, const std::vector<Index>& bags) {
+  const std::vector<UnitEffectMoments> units = bag_unit_effects(model, data, bags, 1);
+  int inside = 0;
+  for (size_t k = 0; k < bags.size(); ++k) {
+    const Index a = bags[k], b = data.bag_begin(a), n = data.bag_size(a);
+    Vector d = bag_predictive_draws(model, data.inputs.middleCols(b, n), data.weights().segment(b, n), 2000,
+                                    7 + static_cast<unsigned long long>(a), units[k], data.trials_of(a));
+    std::sort(d.data(), d.data() + d.size());
+    inside += data.response[a] >= d[100] && data.response[a] <= d[1899];
+  }
+  return static_cast<double>(inside) / static_cast<double>(bags.size());
 }
 
 }  // namespace vbagg::test

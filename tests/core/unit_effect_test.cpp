@@ -266,7 +266,6 @@ TEST(UnitEffect, NatgradStopsAtTheFloorWhereNoSpreadIsBest) {
 TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
   const Index bags = 160, D = 2;
   const Dataset data = overdispersed_counts(0.7, 0.5);
-  const Vector& y = data.response;
   std::vector<Index> train, test;
   for (Index a = 0; a < bags; ++a) (a % 4 == 0 ? test : train).push_back(a);
 
@@ -300,18 +299,8 @@ TEST(UnitEffect, FitRecoversTheSpreadAndWidensHeldOutIntervals) {
   const Model shrunk = fit_with(true, -std::log(0.01) / 0.1);
   EXPECT_LT(shrunk.unit_effect.log_sd, with.unit_effect.log_sd - 0.05);
   EXPECT_GT(shrunk.unit_effect.log_sd, std::log(0.4));
-  auto coverage90 = [&](const Model& model) {
-    int inside = 0;
-    for (Index a : test) {
-      const Index b = data.bag_begin(a), n = data.bag_size(a);
-      Vector d = bag_predictive_draws(model, data.inputs.middleCols(b, n), data.weights().segment(b, n), 2000,
-                                      7 + static_cast<unsigned long long>(a), bag_unit_effects(model, data, {a}, 1)[0]);
-      std::sort(d.data(), d.data() + d.size());
-      inside += y[a] >= d[100] && y[a] <= d[1899];
-    }
-    return static_cast<double>(inside) / static_cast<double>(test.size());
-  };
-  const double cov_with = coverage90(with), cov_without = coverage90(without);
+  const double cov_with = test::held_out_coverage90(with, data, test),
+               cov_without = test::held_out_coverage90(without, data, test);
   EXPECT_GE(cov_with, 0.78);
   EXPECT_LT(cov_without, 0.6);
   EXPECT_LT(bag_predictive_nll(with, data, test, 2), bag_predictive_nll(without, data, test, 2));

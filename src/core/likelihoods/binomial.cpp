@@ -12,6 +12,7 @@
 #include "binomial_effect.hpp"
 #include "core/likelihood.hpp"
 #include "core/link.hpp"
+#include "core/logistic.hpp"
 
 namespace vbagg {
 
@@ -51,7 +52,7 @@ class Binomial final : public BagLikelihood {
                          AggregateGradient* g) const override {
     const double p = std::clamp(pi, kFloor, 1 - kFloor), n = b.trials, y = b.y;
     if (b.has_unit_effect) {
-      const EffectMixture m = binomial_mixture(y, n, std::log(p) - std::log1p(-p), b.unit_log_sd);
+      const EffectMixture m = binomial_mixture(y, n, logit(p), b.unit_log_sd);
       if (g) {
         g->d_eta = pi == p ? m.d1[0] / (p * (1 - p)) : 0.0;
         g->d_unit_log_sd = m.d_log_sd;
@@ -69,15 +70,14 @@ class Binomial final : public BagLikelihood {
   UnitEffectMoments unit_effect_given(const Observation& obs, double expected, const Vector&,
                                       double log_sd) const override {
     const double p = std::clamp(expected / obs.trials, kFloor, 1 - kFloor);
-    const EffectMixture m = binomial_mixture(obs.y, obs.trials, std::log(p) - std::log1p(-p), log_sd);
+    const EffectMixture m = binomial_mixture(obs.y, obs.trials, logit(p), log_sd);
     return {m.u_mean, m.u_var};
   }
   double expected_with_unit_effect(double expected, double trials, const UnitEffectMoments& unit) const override {
     return trials * prevalence_with_effect(expected / trials, unit);
   }
   double aggregate_with_unit_effect(double pi, double u) const override {
-    const double p = std::clamp(pi, kFloor, 1 - kFloor);
-    return 1 / (1 + std::exp(-(std::log(p) - std::log1p(-p) + u)));
+    return logistic(logit(std::clamp(pi, kFloor, 1 - kFloor)) + u);
   }
 
   // The prior mean: the logit of the training bags' pooled prevalence.

@@ -10,29 +10,30 @@ namespace vbagg {
 
 namespace {
 
-const int kLogitNodes = 16;   // over ell: the mixture is smooth in it (as many as 32 agree to 1e-10)
+const int kLogitNodes = 16;   // over ell: the mixture is smooth in it (16 and 32 agree to 1e-10 at a fit's variance)
 const int kEffectNodes = 32;  // over u, for a unit's expected prevalence
 
 // y log sigma(x) + (n - y) log sigma(-x): concave in x.
 class BinomialKernel final : public PredictorKernel {
  public:
   BinomialKernel(double y, double n) : y_(y), n_(n) {}
-  // From one exponential and one logarithm: with e = e^{-|x|}, log sigma(+-x) = -log(1 + e) - max(0, -+x).
+  // With e = e^{-|x|}: log sigma(+-x) = -log(1 + e) - max(0, -+x), one exponential and one logarithm.
   double at(Index, double x, double* d1, double* d2, Vector*) const override {
-    const double e = std::exp(-std::abs(x)), soft = std::log1p(e), a = 1 / (1 + e), b = e * a;
-    const double p = x >= 0 ? a : b, q = x >= 0 ? b : a;
-    *d1 = y_ * q - (n_ - y_) * p;
-    *d2 = -n_ * p * q;
-    return -n_ * soft + (x >= 0 ? -(n_ - y_) * x : y_ * x);
+    const double e = slopes_at(x, d1, d2);
+    return -n_ * std::log1p(e) + (x >= 0 ? -(n_ - y_) * x : y_ * x);
   }
-  void slopes(Index, double x, double* d1, double* d2) const override {
+  void slopes(Index, double x, double* d1, double* d2) const override { slopes_at(x, d1, d2); }
+
+ private:
+  // The slopes at x, from e = e^{-|x|} (returned): sigma(+-x) are 1 / (1 + e) and e / (1 + e).
+  double slopes_at(double x, double* d1, double* d2) const {
     const double e = std::exp(-std::abs(x)), a = 1 / (1 + e), b = e * a;
     const double p = x >= 0 ? a : b, q = x >= 0 ? b : a;
     *d1 = y_ * q - (n_ - y_) * p;
     *d2 = -n_ * p * q;
+    return e;
   }
 
- private:
   double y_, n_;
 };
 
@@ -64,10 +65,10 @@ LogitExpectation binomial_effect_expectation(double y, double n, double c, doubl
 double prevalence_with_effect(double prevalence, const UnitEffectMoments& unit) {
   const double p = std::clamp(prevalence, 1e-300, 1.0);
   if (p >= 1) return 1;
-  const double logit = std::log(p) - std::log1p(-p), sd = std::sqrt(std::max(unit.var, 0.0));
+  const double centre = logit(p) + unit.mean, sd = std::sqrt(std::max(unit.var, 0.0));
   const NormalQuadrature& g = normal_quadrature(kEffectNodes);
   double mean = 0;
-  for (Index k = 0; k < g.nodes.size(); ++k) mean += g.weights[k] * logistic(logit + unit.mean + sd * g.nodes[k]);
+  for (Index k = 0; k < g.nodes.size(); ++k) mean += g.weights[k] * logistic(centre + sd * g.nodes[k]);
   return mean;
 }
 
