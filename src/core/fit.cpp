@@ -401,6 +401,9 @@ struct StopFit {
 
 constexpr int kHoldoutStride = 10;
 
+// How often L-BFGS starts afresh from its best point after a direction that does not descend.
+constexpr int kLbfgsRestarts = 5;
+
 // Relative change over 10 epochs at which a staged fit's first stage is done.
 constexpr double kFirstStageTolerance = 1e-3;
 
@@ -460,16 +463,29 @@ FitResult fit_lbfgs(Model& model, const Dataset& data, const std::vector<Index>&
   LBFGSpp::LBFGSSolver<double> solver(param);
   Vector x = model.pack();
   double fx;
-  try {
-    solver.minimize(f, x, fx);
-    res.stop_reason = "converged";
-  } catch (const StopFit& s) {
-    res.stop_reason = s.reason;
-  } catch (const std::runtime_error&) {
-    // The line search found no further decrease: the best point seen is the answer.
-    res.stop_reason = "line_search";
-  } catch (const std::logic_error&) {
-    res.stop_reason = "line_search";
+  // LBFGSpp gives up when its curvature pairs yield a direction that does not descend (a
+  // std::logic_error), which happened with the objective still rising by 20 nats a step
+  // (docs/experiments.md, "A unit effect on the logit"): L-BFGS then starts afresh from the best
+  // point with an empty memory, as long as each start has gained on the one before.
+  double best_at_start = INFINITY;
+  for (int start = 0;; ++start) {
+    try {
+      solver.minimize(f, x, fx);
+      res.stop_reason = "converged";
+    } catch (const StopFit& s) {
+      res.stop_reason = s.reason;
+    } catch (const std::runtime_error&) {
+      // The line search found no further decrease: the best point seen is the answer.
+      res.stop_reason = "line_search";
+    } catch (const std::logic_error&) {
+      res.stop_reason = "line_search";
+      if (start < kLbfgsRestarts && best_f < best_at_start) {
+        best_at_start = best_f;
+        x = best_x;
+        continue;
+      }
+    }
+    break;
   }
   if (!std::isfinite(best_f))
     throw NumericalError(

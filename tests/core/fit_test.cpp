@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/baselines.hpp"
 #include "core/init.hpp"
@@ -204,6 +205,43 @@ TEST(Stages, ReportOneClockAndOneCount) {
       }
     }
   }
+}
+
+// LBFGSpp throws std::logic_error when its memory yields a direction that does not descend; the fit
+// then starts L-BFGS afresh from its best point, but not without end. The exception is raised here
+// from the epoch callback, inside the objective, as LBFGSpp's own would come.
+TEST(Lbfgs, StartsAfreshAfterADirectionThatDoesNotDescend) {
+  const SwissRoll roll = small_roll();
+  ModelSpec spec;
+  spec.likelihood = LikelihoodKind::poisson;
+  InitOptions init;
+  init.inducing = 10;
+  const Model start = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  const std::vector<Index> train = test::all_bags(roll.data);
+  auto run = [&](int throw_from, int throw_until, std::vector<double>* seen) {
+    Model model = start;
+    FitOptions fo;
+    fo.optimizer = Optimizer::lbfgs;
+    fo.epochs = 40;
+    fo.polish = 0;
+    fo.on_epoch = [&](const EpochInfo& e) {
+      seen->push_back(e.elbo);
+      if (e.epoch >= throw_from && e.epoch <= throw_until)
+        throw std::logic_error("the moving direction increases the objective function value");
+      return true;
+    };
+    return fit(model, roll.data, train, {}, fo);
+  };
+  std::vector<double> once, always;
+  // Once: the fit goes on to its budget, and its best objective keeps rising after the restart.
+  const FitResult r = run(10, 10, &once);
+  EXPECT_EQ(r.stop_reason, "max_epochs");
+  EXPECT_EQ(r.epochs, 40);
+  EXPECT_GT(*std::max_element(once.begin() + 11, once.end()), *std::max_element(once.begin(), once.begin() + 11));
+  // At every evaluation from the 10th: a start that gains nothing ends the fit.
+  const FitResult stuck = run(10, 1000, &always);
+  EXPECT_EQ(stuck.stop_reason, "line_search");
+  EXPECT_LE(stuck.epochs, 12);
 }
 
 TEST(Schedule, ParsesAndNamesItsChoices) {
