@@ -73,8 +73,10 @@ class Binomial final : public BagLikelihood {
     const EffectMixture m = binomial_mixture(obs.y, obs.trials, logit(p), log_sd);
     return {m.u_mean, m.u_var};
   }
+  // n E sigma(logit pi + u): the logit link's mean at the field's prevalence moved by the effect.
   double expected_with_unit_effect(double expected, double trials, const UnitEffectMoments& unit) const override {
-    return trials * prevalence_with_effect(expected / trials, unit);
+    const double p = std::clamp(expected / trials, kFloor, 1 - kFloor);
+    return trials * link_of(Link::logit).mean(logit(p) + unit.mean, unit.var);
   }
   double aggregate_with_unit_effect(double pi, double u) const override {
     return logistic(logit(std::clamp(pi, kFloor, 1 - kFloor)) + u);
@@ -111,7 +113,8 @@ class Binomial final : public BagLikelihood {
     if (unit.var > 0 || unit.mean != 0) {
       double c = 0, tau = 0;
       logit_normal_with(mean, 1 - mean, std::clamp(var, 0.0, 0.999 * mean * (1 - mean)), c, tau);
-      logit_normal_moments(c + unit.mean, tau + unit.var, mean, var);
+      mean = link.mean(c + unit.mean, tau + unit.var);
+      var = link.variance(c + unit.mean, tau + unit.var);
       mean = std::clamp(mean, kFloor, 1 - kFloor);
     }
     const double n = obs.trials, y = obs.y;

@@ -146,12 +146,6 @@ void logit_normal_with(double mean, double mean_c, double var, double& c, double
   }
 }
 
-void logit_normal_moments(double c, double tau, double& mean, double& var) {
-  const LogisticMoments o = logistic_moments(c, std::sqrt(std::max(tau, 0.0)));
-  mean = o.p;
-  var = o.var;
-}
-
 namespace {
 
 // The term L(c, tau) = E G(ell), ell ~ N(c, tau), G the log likelihood in the logit (without

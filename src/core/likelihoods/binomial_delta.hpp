@@ -17,7 +17,5 @@ double binomial_delta_term(const ModelSpec& spec, const BagPosterior& bag, const
 // passed apart so that neither loses digits to the other) and variance `var`
 // (0 <= var < mean (1 - mean)); tau = 0 when var is 0.
 void logit_normal_with(double mean, double mean_c, double var, double& c, double& tau);
-// Mean and variance of sigma(N(c, tau)).
-void logit_normal_moments(double c, double tau, double& mean, double& var);
 
 }  // namespace vbagg

@@ -1,17 +1,14 @@
 #include "binomial_effect.hpp"
 
-#include <algorithm>
 #include <cmath>
 
 #include "core/gauss_hermite.hpp"
-#include "core/logistic.hpp"
 
 namespace vbagg {
 
 namespace {
 
-const int kLogitNodes = 16;   // over ell: the mixture is smooth in it (16 and 32 agree to 1e-10 at a fit's variance)
-const int kEffectNodes = 32;  // over u, for a unit's expected prevalence
+const int kLogitNodes = 16;  // over ell: the mixture is smooth in it (16 and 32 agree to 1e-10 at a fit's variance)
 
 // y log sigma(x) + (n - y) log sigma(-x): concave in x.
 class BinomialKernel final : public PredictorKernel {
@@ -60,16 +57,6 @@ LogitExpectation binomial_effect_expectation(double y, double n, double c, doubl
   }
   out.d_tau = s < kSteinBelow ? 0.5 * d2 : out.d_tau / (2 * s);
   return out;
-}
-
-double prevalence_with_effect(double prevalence, const UnitEffectMoments& unit) {
-  const double p = std::clamp(prevalence, 1e-300, 1.0);
-  if (p >= 1) return 1;
-  const double centre = logit(p) + unit.mean, sd = std::sqrt(std::max(unit.var, 0.0));
-  const NormalQuadrature& g = normal_quadrature(kEffectNodes);
-  double mean = 0;
-  for (Index k = 0; k < g.nodes.size(); ++k) mean += g.weights[k] * logistic(centre + sd * g.nodes[k]);
-  return mean;
 }
 
 }  // namespace vbagg

@@ -25,8 +25,4 @@ struct LogitExpectation {
 };
 LogitExpectation binomial_effect_expectation(double y, double n, double c, double s, double log_sd, bool derivatives);
 
-// E sigma(ell + u) for u ~ N(unit.mean, unit.var): a unit's prevalence with its effect, from the
-// prevalence `prevalence` of its field (taken at its logit).
-double prevalence_with_effect(double prevalence, const UnitEffectMoments& unit);
-
 }  // namespace vbagg
