@@ -41,7 +41,9 @@ using KernelTerm = std::vector<KernelFactor>;
 struct KernelCache {
   struct Part {
     Buffer z1, z2;  // dim x n1, dim x n2 (dim x 1 when constant)
-    Buffer r2;      // n1 x n2 (n1 x 1 when constant); cross_backward overwrites it with dL/d(r^2)
+    // n1 x n2 (n1 x 1 when constant): the squared distances, or the values of a squared
+    // exponential (rbf, ard); cross_backward overwrites it with dL/d(r^2)
+    Buffer r2;
     // The part's inputs were the same in every column of X2 (the time inputs of one period's
     // pixels), so its values were one column, evaluated once and repeated.
     bool constant = false;
