@@ -1,6 +1,7 @@
 // log sum_i w_i e^{z_i} over the pixels of positive weight, evaluated without overflow.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "types.hpp"
@@ -15,19 +16,27 @@ inline Vector log_weight(const Vector& w) {
 }
 
 // log sum_i exp(z_i) over entries with positive weight, and the softmax into *soft (zero where
-// the weight is zero). z already contains log w.
-inline double log_sum_exp(const Vector& z, const Vector& weight, Vector* soft) {
+// the weight is zero). z already contains log w. Templated so that fixed-size node vectors and
+// expressions pass without a temporary.
+template <class Z, class W, class Soft>
+double log_sum_exp(const Eigen::MatrixBase<Z>& z, const Eigen::MatrixBase<W>& weight, Soft* soft) {
+  const Index n = z.size();
   double mx = -INFINITY;
-  for (Index i = 0; i < z.size(); ++i)
+  for (Index i = 0; i < n; ++i)
     if (weight[i] > 0) mx = std::max(mx, z[i]);
   if (!std::isfinite(mx)) {
-    if (soft) soft->setZero(z.size());
+    if (soft) soft->setZero(n);
     return mx;
   }
-  Vector e(z.size());
-  for (Index i = 0; i < z.size(); ++i) e[i] = weight[i] > 0 ? std::exp(z[i] - mx) : 0.0;
-  const double s = e.sum();
-  if (soft) *soft = e / s;
+  double s = 0;
+  if (soft) {
+    soft->resize(n);
+    for (Index i = 0; i < n; ++i) (*soft)[i] = weight[i] > 0 ? std::exp(z[i] - mx) : 0.0;
+    s = soft->sum();
+    *soft /= s;
+  } else {
+    for (Index i = 0; i < n; ++i) s += weight[i] > 0 ? std::exp(z[i] - mx) : 0.0;
+  }
   return mx + std::log(s);
 }
 
