@@ -119,12 +119,12 @@ class Binomial final : public BagLikelihood {
     }
     const double n = obs.trials, y = obs.y;
     const double concentration = mean * (1 - mean) / std::max(var, 1e-300) - 1;
-    if (!(concentration > 0) || concentration > 1e12)
-      return -(log_choose(n, y) + y * std::log(mean) + (n - y) * std::log1p(-mean));
+    const double binomial = log_choose(n, y) + y * std::log(mean) + (n - y) * std::log1p(-mean);
+    if (!(concentration > 0)) return -binomial;
     const double a = mean * concentration, b = (1 - mean) * concentration;
-    // log BetaBinomial(y | n, a, b) = log C(n, y) + log B(y + a, n - y + b) - log B(a, b).
-    auto log_beta = [](double x, double z) { return std::lgamma(x) + std::lgamma(z) - std::lgamma(x + z); };
-    return -(log_choose(n, y) + log_beta(y + a, n - y + b) - log_beta(a, b));
+    // log BetaBinomial(y | n, a, b) = log C(n, y) + log B(y + a, n - y + b) - log B(a, b), as the
+    // binomial's log pmf and three gamma ratios, which vanish as the concentration grows.
+    return -(binomial + gamma_ratio(y, a) + gamma_ratio(n - y, b) - gamma_ratio(n, a + b));
   }
 
   double draw(const Model&, double pi, double trials, const Vector&, std::mt19937_64& rng) const override {

@@ -7,9 +7,11 @@
 // MODEL.md 4f is not used: for mu >> r it rewards variance without limit (log(r + mu) is convex
 // in log mu), and a fit drives the ELBO to +infinity. Under the bound (rho = 0) the quadrature
 // collapses to log(r + E mu), and -log(r + E mu) <= E[-log(r + mu)] keeps the term a lower bound.
-#include <boost/math/special_functions/digamma.hpp>
+// Every form is written without r log r (gamma_ratio.hpp): counts without overdispersion take the
+// dispersion to 1e9-1e15, where that term and its cancelling partner would leave no digit.
 #include <cmath>
 
+#include "core/gamma_ratio.hpp"
 #include "core/gauss_hermite.hpp"
 #include "core/logistic.hpp"
 #include "count.hpp"
@@ -18,33 +20,10 @@ namespace vbagg {
 
 namespace {
 
-using boost::math::digamma;
-
 const int kNodes = 32;
 
 // log(1 + e^x) without overflow.
 double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
-
-// Above this dispersion lgamma(y + r) - lgamma(r) is taken from Stirling's series: the two values
-// are about r log r each, and their difference would keep none of its digits at r = 1e15, where a
-// fit that finds no overdispersion takes its dispersion (the objective then moved by whole nats
-// from rounding alone, and an optimiser climbed that noise to an objective of +2,700).
-constexpr double kStirlingDispersion = 1e5;
-
-// lgamma(y + r) - lgamma(r) - y log r (0 at y = 0, and y(y - 1) / (2r) as r grows), and its
-// derivative in log r, r (digamma(y + r) - digamma(r)) - y, into *d_log_r.
-double gamma_ratio(double y, double r, double* d_log_r) {
-  if (r < kStirlingDispersion) {
-    if (d_log_r) *d_log_r = y == 0 ? 0.0 : r * (digamma(y + r) - digamma(r)) - y;
-    return y == 0 ? 0.0 : std::lgamma(y + r) - std::lgamma(r) - y * std::log(r);
-  }
-  // lgamma(z) = (z - 1/2) log z - z + log(2 pi) / 2 + 1 / (12 z) - O(z^-3) and
-  // digamma(z) = log z - 1 / (2z) - 1 / (12 z^2) + O(z^-4), differenced at z = r + y and r: the
-  // terms left out are under 1e-17 here.
-  const double l = std::log1p(y / r), z = r + y;
-  if (d_log_r) *d_log_r = r * l - y + y / (2 * z) + y * (2 * r + y) / (12 * r * z * z);
-  return (z - 0.5) * l - y - y / (12 * r * z);
-}
 
 class NegativeBinomial final : public CountLikelihood {
  public:
