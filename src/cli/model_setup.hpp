@@ -41,9 +41,10 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
 // M^2 per pixel, so a small problem should not pay for a continent's M.
 Index inducing_count(const Settings& settings, Index training_units);
 // train.epochs when 0 (auto): for an L-BFGS fit of several periods kSpaceTimeEpochsBeforePolish
-// when the polish follows and 1500 when it does not; 1000 for an adam or natgrad fit of several
-// tasks; else 300.
+// when the polish follows and 1500 when it does not; for one of one period kEpochsBeforePolish
+// when the polish follows; 1000 for an adam or natgrad fit of several tasks; else 300.
 constexpr int kSpaceTimeEpochsBeforePolish = 400;
+constexpr int kEpochsBeforePolish = 100;
 int default_epochs(const Settings& settings, Optimizer optimizer);
 // train.polish when auto: kAutoPolish evaluations, or the fit's epochs if fewer, after an L-BFGS
 // fit of one source of a variational model, where the polish was measured (docs/experiments.md,

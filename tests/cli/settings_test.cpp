@@ -122,7 +122,11 @@ TEST(Settings, EpochBudgetFollowsThePeriodsAndTheOptimizer) {
   EXPECT_EQ(fit_options(map_months, 1, 1000).epochs, 1500);
   EXPECT_EQ(fit_options(map_months, 1, 1000).polish, 0);
   EXPECT_EQ(fit_options(months, 1, kFullBatchPixels + 1).epochs, 300);  // natgrad
-  EXPECT_EQ(fit_options(settings_of(defaults_with({})), 1, 1000).epochs, 300);
+  // One period: the shorter L-BFGS when the polish follows, the longer one alone.
+  EXPECT_EQ(fit_options(settings_of(defaults_with({})), 1, 1000).epochs, kEpochsBeforePolish);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=0"})), 1, 1000).epochs, 300);
+  EXPECT_EQ(fit_options(settings_of(defaults_with({"model.kind=nystrom", "model.likelihood=poisson"})), 1, 1000).epochs,
+            300);
   EXPECT_EQ(fit_options(settings_of(defaults_with({"data.time=2019-01..2019-06", "train.epochs=7"})), 1, 1000).epochs,
             7);
 }
@@ -189,7 +193,8 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
   // polish after it; L-BFGS without it for a MAP estimate, Adam above the full-batch size.
   const Settings defaults = settings_of(defaults_with({}));
   EXPECT_EQ(choose_optimizer(defaults, kFullBatchPixels), Optimizer::lbfgs);
-  EXPECT_EQ(fit_options(defaults, 1, 1000).polish, kAutoPolish);
+  // One period's L-BFGS budget bounds its polish too.
+  EXPECT_EQ(fit_options(defaults, 1, 1000).polish, std::min(kAutoPolish, kEpochsBeforePolish));
   EXPECT_EQ(fit_options(defaults, 1, kFullBatchPixels + 1).polish, 0);  // natgrad
   EXPECT_EQ(fit_options(settings_of(defaults_with({"train.polish=7"})), 1, 1000).polish, 7);
   // A fit told to stop early is polished as briefly; a polish set outright keeps its length.
