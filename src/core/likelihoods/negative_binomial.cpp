@@ -8,7 +8,7 @@
 // in log mu), and a fit drives the ELBO to +infinity. Under the bound (rho = 0) the quadrature
 // collapses to log(r + E mu), and -log(r + E mu) <= E[-log(r + mu)] keeps the term a lower bound.
 // Every form is written without r log r (gamma_ratio.hpp): counts without overdispersion take the
-// dispersion to 1e9-1e15, where that term and its cancelling partner would leave no digit.
+// dispersion to 1e5-1e15, where that term and its cancelling partner would leave no digit.
 #include <cmath>
 
 #include "core/gamma_ratio.hpp"
