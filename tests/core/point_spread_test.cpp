@@ -208,10 +208,14 @@ TEST(PointSpread, WidensTheLatentVarianceByTheMeansSensitivity) {
   c.model.spread = laplace_spread(c.model, c.data, all_bags(c.data), o);
   predict_latent(c.model, Xs, m1, v1, 1);
   EXPECT_TRUE(m1 == m0) << "the spread leaves the mean where it was";
+  // Within 2 %: with so few points the field's log variance is barely bound (sd 1.29), and there
+  // the Hessian's forward differences, read after two natural-gradient steps on q, carry about 1 %
+  // of rounding noise. Its sd came out 1.298 in the Release build and 1.282 in the sanitizer build
+  // (Debug, no fused multiply-adds); the added variances were within 0.6 % and 1.5 % of J' Sigma J.
   for (Index j = 0; j < Xs.cols(); ++j) {
     const double extra = J.col(j).dot(sigma * J.col(j));
     EXPECT_GT(extra, 0.05 * v0[j]) << "the test needs a spread that matters";
-    EXPECT_NEAR(v1[j] - v0[j], extra, 1e-2 * extra) << "x = " << Xs(0, j);
+    EXPECT_NEAR(v1[j] - v0[j], extra, 2e-2 * extra) << "x = " << Xs(0, j);
   }
   // The same rows through the draws: a bag of the one pixel x* has the variance of f plus the noise.
   const int S = 40000;
