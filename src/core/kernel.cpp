@@ -281,7 +281,7 @@ void Kernel::add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eig
   // full vectors but for one tail (a column of 54 inducing points left 6 to 13 of them scalar).
   if (keeps_values(p.type)) {
     Eigen::Map<Eigen::ArrayXd> flat(r2.data(), r2.size());
-    flat = var * (-0.5 * flat).exp();
+    profile(p.type, var, flat, flat);
     if (assign)
       out = r2;
     else
