@@ -3,23 +3,32 @@
 # calibration of the prevalence map against the truth, and coverage of held-out units' positives,
 # on a 20 % holdout and pooled over a 5-fold blocked cross-validation.
 #   bench/experiments/prevalence.sh [--seeds "1 2 3"] [--simulate "--survey-noise 0.7"] [--set KEY=VALUE ...]
+#                                   [--keep DIR]
+# --keep writes each seed's data, model and evaluations to DIR/SEED instead of a folder removed at
+# the end (bench/experiments/fitted_lengthscales.py reads them).
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # bc, which a build machine may lack; the installer's notes go to stderr.
 scripts/deps.sh bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-seeds="1 2 3" sets=() simulate=""
+seeds="1 2 3" sets=() simulate="" keep=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
     --simulate) simulate=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  work=$(cd "$keep" && pwd)
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 . bench/experiments/json_fields.sh
 baseline() { grep -o "\"baseline_constant\": {[^}]*" "$1" | grep -o "\"$2\": [^,}]*" | sed 's/.*: //'; }
 echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel calibration error (a calibrated model's 90 %) | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | held-out bag NLL (constant) | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"
