@@ -101,6 +101,11 @@ Metrics pooled_metrics(std::vector<Metrics> folds) {
     pixels.push_back(static_cast<double>(f.pixels));
     p.observed.insert(p.observed.end(), f.observed.begin(), f.observed.end());
     p.predicted.insert(p.predicted.end(), f.predicted.begin(), f.predicted.end());
+    p.unit_ids.insert(p.unit_ids.end(), f.unit_ids.begin(), f.unit_ids.end());
+    p.lower95.insert(p.lower95.end(), f.lower95.begin(), f.lower95.end());
+    p.upper95.insert(p.upper95.end(), f.upper95.begin(), f.upper95.end());
+    p.unit_pit.insert(p.unit_pit.end(), f.unit_pit.begin(), f.unit_pit.end());
+    p.fold.insert(p.fold.end(), f.fold.begin(), f.fold.end());
   }
   p.count_coverage = pool(folds, &Metrics::count_coverage, units);
   p.count_pit = pool(folds, &Metrics::count_pit, units);
@@ -225,7 +230,10 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
     TrainRun run = train_on_split(config, raw, Split{split.train, {}}, threads, false);
     for (Index a : split.holdout) run.file.holdout_units.push_back(raw.dataset.bag_ids[static_cast<size_t>(a)]);
     const LoadedModel fitted = loaded_model(std::move(run.file), m.config, true);
-    cv.folds.push_back(evaluate(fitted, model_inputs(fitted, raw), "holdout", truth, samples, threads));
+    Metrics held_out = evaluate(fitted, model_inputs(fitted, raw), "holdout", truth, samples, threads);
+    held_out.fold.assign(held_out.unit_ids.size(), static_cast<int>(k));
+    for (Metrics& more : held_out.more_sources) more.fold.assign(more.unit_ids.size(), static_cast<int>(k));
+    cv.folds.push_back(std::move(held_out));
     bar.update(k + 1);
   }
   bar.finish();

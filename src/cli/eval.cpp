@@ -25,7 +25,7 @@ EvalResult run_eval(const EvalArgs& args) {
   const int threads = thread_count(settings, args.threads);
   // Cross-validation builds its own data; the model's inputs serve the report's maps.
   // A list of unusable units goes beside the requested outputs.
-  const std::string first_output = !args.json.empty() ? args.json : args.report;
+  const std::string first_output = !args.json.empty() ? args.json : !args.report.empty() ? args.report : args.units_csv;
   const std::string report_dir =
       first_output.empty() ? "" : std::filesystem::absolute(first_output).parent_path().string();
   const io::BuiltData built = args.folds == 0 || !args.report.empty() ? model_dataset(m, report_dir) : io::BuiltData();
@@ -50,6 +50,10 @@ EvalResult run_eval(const EvalArgs& args) {
   if (!args.json.empty()) {
     io::write_text_atomic(args.json, r.json);
     spdlog::info("wrote {}", args.json);
+  }
+  if (!args.units_csv.empty()) {
+    io::write_text_atomic(args.units_csv, units_csv(r.metrics));
+    spdlog::info("wrote {}", args.units_csv);
   }
   if (!args.report.empty()) {
     // With --cv the metrics and plots are the folds'; the maps are those of the model given.
@@ -103,6 +107,11 @@ int eval_main(int argc, char** argv) {
                  "The task whose intensity --truth holds, for a model of several tasks (e.g. prevalence with "
                  "truth_prevalence.tif; default: the first task). Compared at the first source's pixels");
   app.add_option("--json", args.json, "Write the metrics as JSON to this file");
+  app.add_option("--units-csv", args.units_csv,
+                 "Write a row per evaluated unit to this CSV file: unit, source (with several sources), fold (with "
+                 "--cv: the fold that held it out), observed, predicted (the mean of its predictive distribution), "
+                 "lower_95 and upper_95 (its central 95 % predictive interval, from the draws that give the "
+                 "coverage) and pit (its randomised PIT): which units the model misses, and how far");
   app.add_option("--report", args.report,
                  "Write a self-contained HTML report (plots and quick-look maps) to this file");
   app.add_option("--threads", args.threads, "Threads (default: train.threads, 0 = every core)")

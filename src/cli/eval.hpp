@@ -21,6 +21,7 @@ struct EvalArgs {
   std::string truth;              // raster of the true intensity, for pixel metrics
   std::string truth_task;         // the task the truth is of (empty: the first)
   std::string json, report;       // files to write (empty: none)
+  std::string units_csv;          // a row per evaluated unit (empty: none)
   int threads = 0;                // 0: train.threads
   bool progress = false;          // a progress bar on an interactive stderr
 };

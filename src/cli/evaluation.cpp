@@ -11,6 +11,7 @@
 #include "core/objective.hpp"
 #include "core/predict.hpp"
 #include "io/aligned_layer.hpp"
+#include "io/csv.hpp"
 #include "model_setup.hpp"
 
 namespace vbagg::cli {
@@ -46,12 +47,12 @@ std::vector<Index> split_bags(const Dataset& d, const LoadedModel& m, const std:
 void count_calibration(const Predictor& predictor, const Dataset& d, const std::vector<Index>& bags, const Vector& y,
                        int samples, int threads, Metrics& r) {
   r.count_coverage.assign(r.levels.size(), 0.0);
-  std::vector<double> pit;
   std::mt19937_64 pit_rng(12345);
   std::uniform_real_distribution<double> unif(0, 1);
   const std::vector<Index> scored(bags.begin(), bags.begin() + r.units);
   const Index L = static_cast<Index>(r.levels.size());
   Matrix lo(r.units, L), hi(r.units, L);
+  r.unit_pit.assign(static_cast<size_t>(r.units), NAN);
   predictor.unit_draws(d, scored, samples, threads, [&](size_t place, const Vector& draws) {
     const Index k = static_cast<Index>(place);
     for (Index l = 0; l < L; ++l) {
@@ -60,9 +61,12 @@ void count_calibration(const Predictor& predictor, const Dataset& d, const std::
       if (y[k] >= lo(k, l) && y[k] <= hi(k, l))
         r.count_coverage[static_cast<size_t>(l)] += 1.0 / static_cast<double>(r.units);
     }
-    pit.push_back(randomized_pit(draws, y[k], unif(pit_rng)));
+    r.unit_pit[place] = randomized_pit(draws, y[k], unif(pit_rng));
   });
-  r.count_pit = unit_histogram(pit, kPitBins);
+  r.count_pit = unit_histogram(r.unit_pit, kPitBins);
+  // The widest level's interval (95 %) for the table of units.
+  r.lower95.assign(lo.col(L - 1).data(), lo.col(L - 1).data() + r.units);
+  r.upper95.assign(hi.col(L - 1).data(), hi.col(L - 1).data() + r.units);
   // The same intervals against pseudo-observations drawn jointly, as a calibrated model's counts.
   const Matrix pseudo = predictor.joint_unit_draws(d, scored, kCoverageDraws, threads);
   if (pseudo.size() == 0) return;
@@ -194,6 +198,8 @@ Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const st
   const Vector yhat = predictor.unit_totals(d, bags, threads);
   r.observed.assign(y.data(), y.data() + y.size());
   r.predicted.assign(yhat.data(), yhat.data() + yhat.size());
+  for (Index a : bags) r.unit_ids.push_back(d.bag_ids[static_cast<size_t>(a)]);
+  r.fold.assign(bags.size(), -1);
   r.bag_nll_mean = predictor.bag_nll_mean(d, bags, yhat, threads);
   r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
   r.bag_log_mse = bag_log_mse(y, yhat);
@@ -413,6 +419,28 @@ std::string json_entries(const Metrics& r) {
 }
 
 }  // namespace
+
+namespace {
+
+void append_unit_rows(std::ostringstream& s, const Metrics& r) {
+  for (size_t k = 0; k < r.unit_ids.size(); ++k) {
+    s << io::csv_field(r.unit_ids[k]) << ',' << io::csv_field(r.source) << ',';
+    if (r.fold[k] >= 0) s << r.fold[k] + 1;
+    s << ',' << r.observed[k] << ',' << r.predicted[k] << ',' << r.lower95[k] << ',' << r.upper95[k] << ','
+      << r.unit_pit[k] << '\n';
+  }
+}
+
+}  // namespace
+
+std::string units_csv(const Metrics& r) {
+  std::ostringstream s;
+  s.precision(10);
+  s << "unit,source,fold,observed,predicted,lower_95,upper_95,pit\n";
+  append_unit_rows(s, r);
+  for (const Metrics& more : r.more_sources) append_unit_rows(s, more);
+  return s.str();
+}
 
 std::string metrics_json(const Metrics& r) {
   std::string s = "{\n" + json_entries(r);

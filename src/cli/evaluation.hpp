@@ -39,6 +39,11 @@ struct Metrics {
   Matrix pixel_draw_coverage;
   // For plots: per unit observed and predicted totals, and the pixel sample used for maps.
   std::vector<double> observed, predicted;
+  // Per unit, in the order of observed: its id, the central 95 % predictive interval of its
+  // observation, its randomised PIT, and (cross-validation) the fold that held it out, -1 for none.
+  std::vector<std::string> unit_ids;
+  std::vector<double> lower95, upper95, unit_pit;
+  std::vector<int> fold;
   // A joint fit: the metrics above are the first source's (with the pixel metrics), these the
   // others' units, each source next to a constant baseline of its own.
   std::vector<Metrics> more_sources;
@@ -56,6 +61,9 @@ Metrics evaluate(const LoadedModel& m, const io::BuiltData& built, const std::st
 
 std::string metrics_table(const Metrics& r);
 std::string metrics_json(const Metrics& r);
+// A row per evaluated unit, of every source (vbagg-eval --units-csv): unit, source, fold, observed,
+// predicted, lower_95, upper_95, pit.
+std::string units_csv(const Metrics& r);
 
 // The line under a table of coverage (`what`: pixel or count, `of`: pixels or units): its
 // calibration error beside a calibrated model's (coverage_band), and the band's JSON entries

@@ -5,8 +5,12 @@
 // are what the sanitizer build runs in their place (tests/CMakeLists.txt, label `long`).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
+#include <vector>
 
 #include "../io/fixtures.hpp"
 #include "run.hpp"
@@ -17,6 +21,65 @@ namespace fs = std::filesystem;
 using test::bin;
 using test::read_text;
 using test::run;
+
+// The numbers of a JSON list `"key": [a, b, ...]` in text (empty when the key is missing).
+std::vector<double> json_list(const std::string& text, const std::string& key) {
+  std::vector<double> v;
+  const size_t at = text.find("\"" + key + "\": [");
+  if (at == std::string::npos) return v;
+  std::istringstream in(text.substr(text.find('[', at) + 1));
+  double x;
+  char sep = ',';
+  while (sep == ',' && in >> x >> sep) v.push_back(x);
+  return v;
+}
+
+struct UnitRow {
+  std::string unit, source, fold;
+  double observed, predicted, lower, upper, pit;
+};
+
+// vbagg-eval --units-csv's rows, after checking its header.
+std::vector<UnitRow> unit_rows(const std::string& path) {
+  std::istringstream in(read_text(path));
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "unit,source,fold,observed,predicted,lower_95,upper_95,pit");
+  std::vector<UnitRow> rows;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    UnitRow r;
+    std::string field;
+    std::getline(f, r.unit, ',');
+    std::getline(f, r.source, ',');
+    std::getline(f, r.fold, ',');
+    for (double* x : {&r.observed, &r.predicted, &r.lower, &r.upper, &r.pit}) {
+      std::getline(f, field, ',');
+      *x = std::stod(field);
+    }
+    rows.push_back(r);
+  }
+  return rows;
+}
+
+// The table of units against the JSON of the same run: its rows are the units scored, its 95 %
+// intervals give the 95 % coverage, and its PITs the PIT histogram.
+void expect_units_match_the_metrics(const std::vector<UnitRow>& rows, const std::string& json) {
+  const std::vector<double> coverage = json_list(json, "count_coverage"), pit = json_list(json, "count_pit_histogram");
+  ASSERT_EQ(coverage.size(), 6u);
+  ASSERT_EQ(pit.size(), 10u);
+  double covered = 0;
+  std::vector<double> bins(10, 0.0);
+  for (const UnitRow& r : rows) {
+    EXPECT_LE(r.lower, r.upper) << r.unit;
+    EXPECT_GT(r.predicted, 0) << r.unit;
+    ASSERT_TRUE(r.pit >= 0 && r.pit <= 1) << r.unit;
+    covered += r.observed >= r.lower && r.observed <= r.upper;
+    bins[std::min<size_t>(9, static_cast<size_t>(10 * r.pit))] += 1;
+  }
+  EXPECT_NEAR(covered / static_cast<double>(rows.size()), coverage[5], 1e-9);
+  for (size_t b = 0; b < 10; ++b) EXPECT_NEAR(bins[b] / static_cast<double>(rows.size()), pit[b], 1e-9) << b;
+}
 
 // Fits of a few epochs, without the point estimates' spread: the walks are about the commands.
 const std::string kQuickFit =
@@ -42,8 +105,19 @@ TEST(Walk, StaticCountryThroughEveryCommand) {
 
   const std::string eval =
       bin("vbagg-eval") + " --model " + d + "/fit/model.yaml -q --truth " + d + "/data/truth_intensity.tif";
-  r = run(eval + " --split holdout --json " + d + "/holdout.json --report " + d + "/holdout.html");
+  r = run(eval + " --split holdout --json " + d + "/holdout.json --report " + d + "/holdout.html --units-csv " + d +
+          "/holdout_units.csv");
   ASSERT_EQ(r.code, 0) << r.output;
+  const std::vector<UnitRow> held = unit_rows(d + "/holdout_units.csv");
+  EXPECT_EQ(held.size(), 3u) << "3 of 10 units held out";
+  // The model's holdout units, each row's unit among them.
+  const std::string model_text = read_text(d + "/fit/model.yaml");
+  const std::string holdout_line = model_text.substr(model_text.find("  holdout: ["), 80);
+  for (const UnitRow& u : held) {
+    EXPECT_EQ(u.fold, "") << u.unit;
+    EXPECT_NE(holdout_line.find(u.unit), std::string::npos) << u.unit << " is not in " << holdout_line;
+  }
+  expect_units_match_the_metrics(held, read_text(d + "/holdout.json"));
   const std::string html = read_text(d + "/holdout.html");
   for (const char* plot : {"calibration", "PIT histogram", "observed vs predicted"})
     EXPECT_NE(html.find(std::string("<img alt=\"") + plot + "\" src=\"data:image/png;base64,iVBOR"), std::string::npos)
@@ -51,8 +125,19 @@ TEST(Walk, StaticCountryThroughEveryCommand) {
   EXPECT_NE(html.find("<img alt=\"intensity sd\""), std::string::npos);
   EXPECT_NE(read_text(d + "/holdout.json").find("\"count_coverage\": ["), std::string::npos);
 
-  r = run(eval + " --cv 2 --set train.epochs=3 --json " + d + "/cv.json --report " + d + "/cv.html");
+  r = run(eval + " --cv 2 --set train.epochs=3 --json " + d + "/cv.json --report " + d + "/cv.html --units-csv " + d +
+          "/cv_units.csv");
   ASSERT_EQ(r.code, 0) << r.output;
+  // Every unit once, with the fold that held it out.
+  const std::vector<UnitRow> folded = unit_rows(d + "/cv_units.csv");
+  std::set<std::string> units;
+  for (const UnitRow& u : folded) {
+    EXPECT_TRUE(u.fold == "1" || u.fold == "2") << u.unit << " fold " << u.fold;
+    units.insert(u.unit);
+  }
+  EXPECT_EQ(folded.size(), 10u);
+  EXPECT_EQ(units.size(), 10u);
+  expect_units_match_the_metrics(folded, read_text(d + "/cv.json"));
   EXPECT_NE(r.output.find("2-fold spatially blocked cross-validation (10 units"), std::string::npos) << r.output;
   EXPECT_NE(read_text(d + "/cv.json").find("\"folds\": 2"), std::string::npos);
   EXPECT_NE(read_text(d + "/cv.html").find("<img alt=\"calibration\""), std::string::npos);
@@ -98,10 +183,14 @@ TEST(Walk, TwoTasksFromThreeSourcesThroughEveryCommand) {
   EXPECT_TRUE(fs::exists(d + "/maps/prevalence_intensity_mean.tif"));
   EXPECT_TRUE(fs::exists(d + "/maps/incidence_intensity_mean.tif"));
   r = run(bin("vbagg-eval") + " --model " + d + "/fit/model.yaml -q --cv 2 --set train.epochs=3 --json " + d +
-          "/cv.json");
+          "/cv.json --units-csv " + d + "/cv_units.csv");
   ASSERT_EQ(r.code, 0) << r.output;
-  for (const char* source : {"units", "provinces", "clusters"})
+  std::set<std::string> sources;
+  for (const UnitRow& u : unit_rows(d + "/cv_units.csv")) sources.insert(u.source);
+  for (const char* source : {"units", "provinces", "clusters"}) {
     EXPECT_NE(read_text(d + "/cv.json").find(std::string("\"") + source + "\""), std::string::npos) << source;
+    EXPECT_EQ(sources.count(source), 1u) << source << " has rows in the table of units";
+  }
 }
 
 TEST(Walk, SwissRollSimulator) {
