@@ -22,13 +22,8 @@ while [ $# -gt 0 ]; do
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-if [ -n "$keep" ]; then
-  mkdir -p "$keep"
-  work=$(cd "$keep" && pwd)
-else
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-fi
+. bench/experiments/work_folder.sh
+work_folder "$keep"
 . bench/experiments/json_fields.sh
 baseline() { grep -o "\"baseline_constant\": {[^}]*" "$1" | grep -o "\"$2\": [^,}]*" | sed 's/.*: //'; }
 echo "| seed | fit s | pixel corr | pixel MSE (constant) | pixel calibration error (a calibrated model's 90 %) | pixel 95 % coverage | held-out positives covered 50 / 80 / 95 % | held-out bag NLL (constant) | CV: positives covered 50 / 80 / 95 % | CV: pixel 95 % coverage |"

@@ -44,13 +44,8 @@ if [ "$joint_only" = 1 ] && [ "$months_only" = 1 ]; then
   echo "--joint-only and --months-only leave nothing to fit" >&2
   exit 2
 fi
-if [ -n "$keep" ]; then
-  mkdir -p "$keep"
-  work=$(cd "$keep" && pwd)
-else
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' EXIT
-fi
+. bench/experiments/work_folder.sh
+work_folder "$keep"
 . bench/experiments/json_fields.sh
 kernel=()
 [ -n "$space" ] && kernel=(--set "model.kernel.space=$space")
