@@ -33,8 +33,8 @@ struct SpreadOptions {
   int q_steps = 2;
   // The displacement of each parameter in the forward differences: their error is of its order,
   // relative, and rounding's is the gradient's noise over it. That noise follows K_zz's condition:
-  // with inducing inputs at 14 close points it reached 1e-5 (the sds off by 0.6 % at this step, 8 %
-  // at 1e-4; tests/core/point_spread_test.cpp). Central differences at 1e-2 took a reading per
+  // with inducing inputs at 14 close points it reached 1e-5 (the added variances off by 0.6 % at
+  // this step, 8 % at 1e-4; tests/core/point_spread_test.cpp). Central differences at 1e-2 took a reading per
   // direction more and moved a 200-unit country's sds by 0.4 % at most.
   double step = 1e-3;
   double max_sd = 1.0;
