@@ -103,7 +103,9 @@ TEST(DistributedBuild, EachProcessBuildsItsShareOfTheSameUnits) {
   for (Index a = 0; a < d.num_bags(); ++a) held[d.global_bag_of(a)] += 1;
   cli::processes().sum(held);
   EXPECT_EQ(held, Vector::Ones(held.size()));
-  if (cli::process_count() > 1) EXPECT_LT(d.num_bags(), whole.dataset.num_bags());
+  if (cli::process_count() > 1) {
+    EXPECT_LT(d.num_bags(), whole.dataset.num_bags());
+  }
 }
 
 // A build a batch at a time, of one unit up to all of them, over the processes: every kept unit's
@@ -139,8 +141,12 @@ TEST(DistributedBuild, BatchesHoldTheWholeBuildsBags) {
         cli::processes());
     cli::processes().sum(held);
     EXPECT_EQ(held, Vector::Ones(held.size()));
-    if (batch_pixels == 1) EXPECT_EQ(batches, 12);      // every unit read without a problem, one by one
-    if (batch_pixels == 100000) EXPECT_EQ(batches, 2);  // a batch per source
+    if (batch_pixels == 1) {
+      EXPECT_EQ(batches, 12);  // every unit read without a problem, one by one
+    }
+    if (batch_pixels == 100000) {
+      EXPECT_EQ(batches, 2);  // a batch per source
+    }
     expect_same_units(summary, whole);
   }
 }

@@ -190,7 +190,6 @@ double one_pixel_term(const ModelSpec& spec, const BagPosterior& b, BagGradient*
 
 double binomial_delta_term(const ModelSpec& spec, const BagPosterior& b, const Vector& w_in, BagGradient* grad) {
   if (b.m.size() == 1) return one_pixel_term(spec, b, grad);
-  const double n = b.trials, y = b.y;
   const Array w = w_in.array(), m = b.m.array(), s2 = b.s2.array().max(0.0), s = s2.sqrt();
   const bool exact = spec.covariance == CovarianceMode::exact;
 
