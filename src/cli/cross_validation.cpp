@@ -115,8 +115,8 @@ Metrics pooled_metrics(std::vector<Metrics> folds) {
   p.count_draw_coverage = pool_draws(folds, &Metrics::count_draw_coverage, units);
   // Scalars: the mean over folds (cross_validation_table adds their sd).
   for (double Metrics::*field :
-       {&Metrics::bag_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean, &Metrics::baseline_bag_log_mse,
-        &Metrics::pixel_mse, &Metrics::pixel_correlation, &Metrics::baseline_pixel_mse,
+       {&Metrics::bag_nll_mean, &Metrics::predictive_nll_mean, &Metrics::bag_log_mse, &Metrics::baseline_bag_nll_mean,
+        &Metrics::baseline_bag_log_mse, &Metrics::pixel_mse, &Metrics::pixel_correlation, &Metrics::baseline_pixel_mse,
         &Metrics::baseline_pixel_correlation, &Metrics::elbo_train})
     p.*field = summarise(folds, field).mean;
   p.bag_nll_sum = 0;
@@ -183,6 +183,7 @@ struct Row {
 const std::vector<Row>& rows() {
   static const std::vector<Row> r{
       {"bag NLL (mean)", "bag_nll_mean", &Metrics::bag_nll_mean},
+      {"predictive NLL (mean)", "predictive_nll_mean", &Metrics::predictive_nll_mean},
       {"bag log-MSE", "bag_log_mse", &Metrics::bag_log_mse},
       {"constant bag NLL", "baseline_bag_nll_mean", &Metrics::baseline_bag_nll_mean},
       {"constant bag log-MSE", "baseline_bag_log_mse", &Metrics::baseline_bag_log_mse},
@@ -318,7 +319,9 @@ std::string cross_validation_json(const CrossValidation& cv) {
     for (size_t k = 0; k < p.more_sources.size(); ++k) {
       const Metrics& m = p.more_sources[k];
       s << (k ? "," : "") << "\n    {\"source\": \"" << m.source << "\", \"units\": " << m.units
-        << ", \"bag_nll_mean\": " << json_number(m.bag_nll_mean) << ", \"bag_log_mse\": " << json_number(m.bag_log_mse)
+        << ", \"bag_nll_mean\": " << json_number(m.bag_nll_mean)
+        << ", \"predictive_nll_mean\": " << json_number(m.predictive_nll_mean)
+        << ", \"bag_log_mse\": " << json_number(m.bag_log_mse)
         << ", \"baseline_bag_nll_mean\": " << json_number(m.baseline_bag_nll_mean)
         << ", \"count_coverage\": " << json_list(m.count_coverage)
         << ", \"count_pit_histogram\": " << json_list(m.count_pit) << "}";

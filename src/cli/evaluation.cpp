@@ -202,6 +202,7 @@ Metrics evaluate_bags(const LoadedModel& m, const io::BuiltData& built, const st
   r.fold.assign(bags.size(), -1);
   r.bag_nll_mean = predictor.bag_nll_mean(d, bags, yhat, threads);
   r.bag_nll_sum = r.bag_nll_mean * static_cast<double>(r.units);
+  r.predictive_nll_mean = predictor.predictive_nll_mean(d, bags, yhat, threads);
   r.bag_log_mse = bag_log_mse(y, yhat);
 
   // The constant baseline fitted to the training units: they predict themselves; others get the
@@ -307,6 +308,8 @@ std::string metrics_table(const Metrics& r) {
   row("bag NLL (mean)", r.bag_nll_mean, r.baseline_bag_nll_mean);
   row("bag NLL (sum)", r.bag_nll_sum, r.baseline_bag_nll_mean * static_cast<double>(r.units));
   row("bag log-MSE", r.bag_log_mse, r.baseline_bag_log_mse);
+  // The constant has no uncertainty to integrate: its predictive NLL is its bag NLL.
+  row("predictive NLL (mean)", r.predictive_nll_mean, r.baseline_bag_nll_mean);
   if (r.has_truth) {
     row("pixel MSE", r.pixel_mse, r.baseline_pixel_mse);
     row("pixel correlation", r.pixel_correlation, r.baseline_pixel_correlation);
@@ -394,7 +397,7 @@ std::string json_entries(const Metrics& r) {
   s << "  \"model\": \"" << r.kind << "\",\n  \"split\": \"" << r.split << "\",\n  \"units\": " << r.units
     << ",\n  \"pixels\": " << r.pixels << ",\n"
     << "  \"bag_nll_sum\": " << json_number(r.bag_nll_sum) << ",\n  \"bag_nll_mean\": " << json_number(r.bag_nll_mean)
-    << ",\n"
+    << ",\n  \"predictive_nll_mean\": " << json_number(r.predictive_nll_mean) << ",\n"
     << "  \"bag_log_mse\": " << json_number(r.bag_log_mse) << ",\n  \"elbo_train\": " << json_number(r.elbo_train)
     << ",\n"
     << "  \"interval_levels\": " << json_list(r.levels) << ",\n  \"count_coverage\": " << json_list(r.count_coverage)

@@ -22,6 +22,9 @@ struct Metrics {
   std::string source;  // the data source's name in a joint fit of several (empty: one source)
   Index units = 0, pixels = 0;
   double bag_nll_sum = NAN, bag_nll_mean = NAN, bag_log_mse = NAN;
+  // The mean NLL under the predictive distributions (the field's uncertainty integrated), where
+  // bag_nll_mean scores the expected totals as the papers do.
+  double predictive_nll_mean = NAN;
   double baseline_bag_nll_mean = NAN, baseline_bag_log_mse = NAN;  // constant baseline
   std::vector<double> levels;                                      // interval levels
   std::vector<double> count_coverage;  // observed counts inside the predictive interval, per level

@@ -61,6 +61,12 @@ class GpPredictor final : public Predictor {
     return bag_predictive_nll(model_, d, bags, threads);
   }
 
+  double predictive_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
+                             int threads) const override {
+    if (!posterior_) return bag_nll_mean(d, bags, totals, threads);
+    return bag_predictive_nll(model_, d, bags, threads, true);
+  }
+
   Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>&, const PredictOptions& options,
                             int task) const override {
     return predict(fields().tasks[static_cast<size_t>(task)], X, options);

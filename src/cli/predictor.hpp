@@ -40,6 +40,12 @@ class Predictor {
   // Mean predictive NLL of the bags' observations; `totals` are their unit_totals.
   virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                               int threads) const = 0;
+  // Mean NLL of the bags' observations under their predictive distributions, the field's
+  // uncertainty integrated (bag_predictive_nll's `integrated`); bag_nll_mean without a posterior.
+  virtual double predictive_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
+                                     int threads) const {
+    return bag_nll_mean(d, bags, totals, threads);
+  }
   // Predictions of task `task` (0: the first or only) at the pixels whose inputs are the columns of X
   // (model order, standardised); units[j] names the unit holding pixel j (nullptr: none) when
   // needs_pixel_units(), else is empty.

@@ -266,15 +266,17 @@ Vector totals_one_source(const Model& model, const Dataset& data, const std::vec
   return totals;
 }
 
-// The sum of the listed bags' predictive NLLs.
-double nll_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+// The sum of the listed bags' predictive NLLs (with the field's uncertainty integrated when
+// `integrated`: BagLikelihood::predictive_nll_integrated).
+double nll_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                      bool integrated) {
   const LatentField field(model);
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   Matrix X;
   Vector w, m, v;
   bag_latents(field, data, bags, threads, X, w, m, v);
   Vector cross = Vector::Zero(static_cast<Index>(bags.size()));
-  if (lik.predictive_reads_covariance()) {
+  if (integrated || lik.predictive_reads_covariance()) {
     const LinkFunction& link = link_of(model.spec.link);
     Vector g(w.size());
     for (Index i = 0; i < w.size(); ++i) g[i] = w[i] * link.mean_slope(m[i], v[i]);
@@ -293,8 +295,11 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
     const Index a = bags[k], n = data.bag_size(a);
-    nll += lik.predictive_nll(model, {data.response[a], data.trials_of(a)}, w.segment(pos, n), m.segment(pos, n),
-                              v.segment(pos, n), cross[static_cast<Index>(k)], units[k]);
+    const Observation obs{data.response[a], data.trials_of(a)};
+    nll += integrated ? lik.predictive_nll_integrated(model, obs, w.segment(pos, n), m.segment(pos, n),
+                                                      v.segment(pos, n), cross[static_cast<Index>(k)], units[k])
+                      : lik.predictive_nll(model, obs, w.segment(pos, n), m.segment(pos, n), v.segment(pos, n),
+                                           cross[static_cast<Index>(k)], units[k]);
     pos += n;
   }
   return nll;
@@ -325,14 +330,15 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
   return out;
 }
 
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                          bool integrated) {
   if (bags.empty()) return NAN;
   double nll = 0;
   if (model.spec.num_sources() == 1)
-    nll = nll_one_source(model, data, bags, threads);
+    nll = nll_one_source(model, data, bags, threads, integrated);
   else
     for (const SourceGroup& g : group_by_source(data, bags))
-      nll += nll_one_source(model.for_source(g.source), data, g.bags, threads);
+      nll += nll_one_source(model.for_source(g.source), data, g.bags, threads, integrated);
   return nll / static_cast<double>(bags.size());
 }
 

@@ -77,7 +77,11 @@ Vector predicted_bag_totals(const Model& model, const Dataset& data, const std::
 // A unit effect enters as the mixture of the count model over its prior (also for training units:
 // the density of a count does not condition on it); an effect shared by a unit's periods over its
 // distribution given the unit's other fitted periods.
-double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads);
+// `integrated`: each observation's density under the predictive distribution with the field's
+// uncertainty integrated (BagLikelihood::predictive_nll_integrated; counts: their lognormal total
+// mixed into the count model), the proper score of the intervals the draws give.
+double bag_predictive_nll(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                          bool integrated = false);
 
 }  // namespace vbagg
 

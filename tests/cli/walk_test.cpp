@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -32,6 +33,15 @@ std::vector<double> json_list(const std::string& text, const std::string& key) {
   char sep = ',';
   while (sep == ',' && in >> x >> sep) v.push_back(x);
   return v;
+}
+
+// The number of `"key": x` in text (NaN when missing or null).
+double json_number(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\"" + key + "\": ");
+  if (at == std::string::npos) return NAN;
+  std::istringstream in(text.substr(at + key.size() + 4));
+  double x = NAN;
+  return in >> x ? x : NAN;
 }
 
 struct UnitRow {
@@ -124,6 +134,9 @@ TEST(Walk, StaticCountryThroughEveryCommand) {
         << plot;
   EXPECT_NE(html.find("<img alt=\"intensity sd\""), std::string::npos);
   EXPECT_NE(read_text(d + "/holdout.json").find("\"count_coverage\": ["), std::string::npos);
+  // The score of the predictive distributions beside the expected totals' bag NLL.
+  const double score = json_number(read_text(d + "/holdout.json"), "predictive_nll_mean");
+  EXPECT_TRUE(std::isfinite(score) && score > 0) << score;
 
   r = run(eval + " --cv 2 --set train.epochs=3 --json " + d + "/cv.json --report " + d + "/cv.html --units-csv " + d +
           "/cv_units.csv");

@@ -90,6 +90,23 @@ double CountLikelihood::predictive_nll(const Model& model, const Observation& ob
   return -unit_effect_log_pmf(*this, y, total, model.likelihood_params, unit);
 }
 
+double CountLikelihood::predictive_nll_integrated(const Model& model, const Observation& obs, const Vector& w,
+                                                  const Vector& m, const Vector& v, double cross,
+                                                  const UnitEffectMoments& unit) const {
+  const LinkFunction& link = link_of(model.spec.link);
+  double total = 0, var = cross;
+  for (Index i = 0; i < w.size(); ++i) {
+    total += w[i] * link.mean(m[i], v[i]);
+    var += w[i] * w[i] * link.variance(m[i], v[i]);
+  }
+  // log total ~ N(log E - rho / 2, rho), rho = log(1 + Var / E^2): the lognormal with the total's
+  // mean and variance (exact for one pixel of the exp link).
+  const double rho = std::log1p(std::max(var, 0.0) / (total * total));
+  const UnitEffectMoments both{unit.mean - 0.5 * rho, unit.var + rho};
+  if (!(both.var > 0)) return count_nll(obs.y, std::exp(both.mean) * total, model.likelihood_params);
+  return -unit_effect_log_pmf(*this, obs.y, total, model.likelihood_params, both);
+}
+
 UnitEffectMoments CountLikelihood::unit_effect_prior(double log_sd) const {
   const double var = std::exp(2 * log_sd);
   return {-0.5 * var, var};
