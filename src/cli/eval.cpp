@@ -66,7 +66,7 @@ EvalResult run_eval(const EvalArgs& args) {
 int eval_main(int argc, char** argv) {
   CLI::App app(
       "Evaluates a fitted model on its training, holdout or all units: bag NLL (sum and mean), the predictive "
-      "NLL (each observation's density with the field's uncertainty integrated), bag log-MSE, "
+      "NLL (each count's or survey's density with the field's uncertainty integrated), bag log-MSE, "
       "coverage of the observed counts by predictive intervals (beside the range a calibrated model's would "
       "fall in, from 200 joint pseudo-observations of the same units) and the ELBO, next to the constant "
       "baseline; with --truth also pixel-level MSE, correlation and calibration. Prints a table; writes JSON "

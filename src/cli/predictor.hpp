@@ -41,7 +41,8 @@ class Predictor {
   virtual double bag_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                               int threads) const = 0;
   // Mean NLL of the bags' observations under their predictive distributions, the field's
-  // uncertainty integrated (bag_predictive_nll's `integrated`); bag_nll_mean without a posterior.
+  // uncertainty integrated for counts and surveys (bag_predictive_nll's `integrated`); bag_nll_mean
+  // without a posterior.
   virtual double predictive_nll_mean(const Dataset& d, const std::vector<Index>& bags, const Vector& totals,
                                      int threads) const {
     return bag_nll_mean(d, bags, totals, threads);
