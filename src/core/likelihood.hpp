@@ -87,11 +87,11 @@ class BagLikelihood {
   // (MODEL.md section 8: the Poisson NLL of the expected total; the Normal with marginal
   // variances), so their figures compare with the papers'.
   virtual bool predictive_reads_covariance() const { return false; }
-  // The same density with the field's uncertainty integrated as the count likelihoods' terms take
-  // it (`cross` always computed): a proper score of the predictive distribution whose intervals
-  // vbagg-eval reports. The count likelihoods override it; elsewhere it is predictive_nll, which for
-  // the binomial already integrates the field, for the Normal its marginal variances, and for the
-  // exponential nothing.
+  // The same density with the field's uncertainty integrated (`cross` always computed; the count
+  // likelihoods take the bag's total as lognormal with its mean and variance): a proper score of
+  // the predictive distribution whose intervals vbagg-eval reports. The count likelihoods override
+  // it; elsewhere it is predictive_nll, which for the binomial already integrates the field, for
+  // the Normal its marginal variances, and for the exponential nothing.
   virtual double predictive_nll_integrated(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
                                            const Vector& v, double cross, const UnitEffectMoments& unit) const {
     return predictive_nll(model, obs, w, m, v, cross, unit);

@@ -25,8 +25,10 @@ class CountLikelihood : public BagLikelihood {
   void initialise(const Dataset& train, Model& model) const override;
   double predictive_nll(const Model& model, const Observation& obs, const Vector& w, const Vector& m, const Vector& v,
                         double, const UnitEffectMoments& unit) const override;
-  // The bag's total taken as lognormal with the delta method's moments (as the terms take it,
-  // unit_effect_score), its log variance added to the unit effect's, and the count mixed over both.
+  // The bag's total taken as lognormal with its mean and variance, as the terms take log mu
+  // (unit_effect_score) but with the log variance log(1 + Var / E^2) in place of their first-order
+  // Var / E^2 (exact for one pixel of the exp link); that variance added to the unit effect's, and the
+  // count mixed over both.
   double predictive_nll_integrated(const Model& model, const Observation& obs, const Vector& w, const Vector& m,
                                    const Vector& v, double cross, const UnitEffectMoments& unit) const override;
   double draw(const Model& model, double eta, double trials, const Vector& w, std::mt19937_64& rng) const override;
