@@ -35,6 +35,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   if (link != "auto") m.link = parse_link(link);
   if (expectation != "auto") m.expectation = parse_expectation(expectation);
   m.spec.samples = static_cast<int>(r.integer("model.samples"));
+  m.spec.residual_pixels = r.integer("model.residual_pixels");
   m.linear_mean = r.text("model.mean_function") == "linear";
   m.spec.linear_prior_sd = r.real("model.linear_prior_sd");
   const std::string fixed_effects = r.text("model.fixed_effects");

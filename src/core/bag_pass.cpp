@@ -20,19 +20,44 @@ Index kernel_buffers(const Model& model) {
   return n;
 }
 
-// The features (K: kernel rows, then the fixed effects' rows) and R of pixels [begin, begin + len)
-// of the data.
-void forward_block(const Model& model, const Posterior& post, const Dataset& data, Index begin, Index len,
-                   BagNeeds needs, BlockScratch& b) {
-  const Index Mq = model.num_q();
-  auto K = b.K.shape(Mq, len);
-  features_into(model, data.inputs.middleCols(begin, len), K, b.kernel);
-  gemm(1.0, post.Q, false, K, false, 0.0, b.R.shape(Mq, len));
-  if (needs == BagNeeds::residual) gemm(1.0, post.P, false, K, false, 0.0, b.S.shape(Mq, len));
+// Block b's picks: runs [first_pick[b], first_pick[b + 1]) of the bag.
+struct BlockPicks {
+  Index first = 0, count = 0;
+};
+
+BlockPicks picks_of(const BagForward& f, Index b) {
+  if (f.first_pick.empty()) return {};
+  const Index first = f.first_pick[static_cast<size_t>(b)];
+  return {first, f.first_pick[static_cast<size_t>(b) + 1] - first};
+}
+
+// K's columns at the block's picks: K itself when every pixel is picked, else Kp (gathered by
+// forward_block).
+Eigen::Map<const Matrix> picked_columns(const BagForward& f, const BlockScratch& sb) {
+  return f.runs.c == 0 ? sb.K.view() : sb.Kp.view();
+}
+
+// Block b's features (K: kernel rows, then the fixed effects' rows) and R, and in residual mode S
+// = P K at its picks.
+void forward_block(const Model& model, const Posterior& post, const Dataset& data, const BagForward& f, Index b,
+                   BagNeeds needs, BlockScratch& sb) {
+  const Index Mq = model.num_q(), len = f.len_of(b);
+  auto K = sb.K.shape(Mq, len);
+  features_into(model, data.inputs.middleCols(f.begin + b * f.block, len), K, sb.kernel);
+  gemm(1.0, post.Q, false, K, false, 0.0, sb.R.shape(Mq, len));
+  if (needs == BagNeeds::residual) {
+    const BlockPicks p = picks_of(f, b);
+    if (f.runs.c > 0) {
+      auto Kp = sb.Kp.shape(Mq, p.count);
+      for (Index t = 0; t < p.count; ++t) Kp.col(t) = K.col(f.runs.pick(p.first + t) - b * f.block);
+    }
+    if (p.count > 0) gemm(1.0, post.P, false, picked_columns(f, sb), false, 0.0, sb.S.shape(Mq, p.count));
+  }
 }
 
 // lower(G) -= K diag(g) K^T, as two symmetric rank updates split by the sign of g (U is scratch).
-void subtract_weighted_gram(Matrix& G, const Eigen::Map<Matrix>& K, const Eigen::Ref<const Vector>& g, Buffer& U) {
+template <class Features>
+void subtract_weighted_gram(Matrix& G, const Features& K, const Eigen::Ref<const Vector>& g, Buffer& U) {
   const Vector pos = g.cwiseMax(0.0).cwiseSqrt(), neg = (-g).cwiseMax(0.0).cwiseSqrt();
   for (const auto& [root, sign] : {std::pair<const Vector&, double>{pos, -1.0}, {neg, 1.0}}) {
     if (!root.any()) continue;
@@ -110,12 +135,22 @@ int KeptForwards::take(size_t& next, double need, double budget) {
   return static_cast<int>(next++);
 }
 
-double kept_bytes(const Model& model, BagNeeds needs, Index n, const ObjectiveOptions& opt) {
+Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs) {
+  return needs == BagNeeds::residual && source_spec.expectation != Expectation::sample ? source_spec.residual_pixels
+                                                                                       : 0;
+}
+
+double kept_bytes(const Model& model, BagNeeds needs, Index residual_cap, Index n, const ObjectiveOptions& opt) {
   const Index block = block_of(needs, n, opt), blocks = (n + block - 1) / block;
-  const double per_pixel = static_cast<double>(model.num_q()) * 8.0 *
-                           ((needs == BagNeeds::residual ? 3.0 : 2.0) + static_cast<double>(kernel_buffers(model)) +
-                            (needs == BagNeeds::nystrom ? 1.0 : 0.0));
-  return per_pixel * static_cast<double>(blocks == 1 ? n : blocks * block);
+  const double pixels = static_cast<double>(blocks == 1 ? n : blocks * block);
+  const double per_pixel =
+      static_cast<double>(model.num_q()) * 8.0 *
+      (2.0 + static_cast<double>(kernel_buffers(model)) + (needs == BagNeeds::nystrom ? 1.0 : 0.0));
+  // S at the picks, and with runs the picked columns of K beside it.
+  double picked = 0;
+  if (needs == BagNeeds::residual)
+    picked = residual_cap > 0 && n > residual_cap ? 2.0 * static_cast<double>(residual_cap) : pixels;
+  return per_pixel * pixels + static_cast<double>(model.num_q()) * 8.0 * picked;
 }
 
 void bag_forward(const Model& model, const Posterior& post, const Dataset& data, Index a, const SourceTerm& src,
@@ -127,7 +162,7 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
   f.n = data.bag_size(a);
   f.block = block_of(needs, f.n, opt);
   f.blocks = (f.n + f.block - 1) / f.block;
-  f.keep = kept || f.blocks == 1 || kept_bytes(model, needs, f.n, opt) <= opt.cache_mb * 1048576.0;
+  f.keep = kept || f.blocks == 1 || kept_bytes(model, needs, src.residual_cap, f.n, opt) <= opt.cache_mb * 1048576.0;
   // Without a gradient nothing is kept for a backward pass, and one scratch serves every block,
   // unless a residual-form term reads the blocks' features again for its products with T.
   f.one_scratch = !f.keep || (!with_grad && needs != BagNeeds::residual);
@@ -140,12 +175,21 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
   f.m.resize(n);
   f.s2.resize(n);
   f.d.resize(needs == BagNeeds::residual ? n : 0);
+  f.runs = {n, needs == BagNeeds::residual && src.residual_cap > 0 && n > src.residual_cap ? src.residual_cap : 0};
+  f.first_pick.clear();
+  if (needs == BagNeeds::residual) {
+    f.d_pick.resize(f.runs.count());
+    for (Index b = 0, k = 0; b <= f.blocks; ++b) {
+      while (k < f.runs.count() && f.runs.pick(k) < std::min(b * f.block, n)) ++k;
+      f.first_pick.push_back(b == f.blocks ? f.runs.count() : k);
+    }
+  }
   f.T.resize(needs == BagNeeds::nystrom ? model.num_q() : 0, needs == BagNeeds::nystrom ? n : 0);
   f.C.resize(0, 0);
   for (Index b = 0; b < f.blocks; ++b) {
     BlockScratch& sb = f.scratch(b);
     const Index off = b * f.block, len = f.len_of(b);
-    forward_block(model, post, data, begin + off, len, needs, sb);
+    forward_block(model, post, data, f, b, needs, sb);
     const auto K = sb.K.view(), R = sb.R.view();
     f.m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
@@ -160,13 +204,21 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
         gemm(1.0, post.B, false, K, false, 0.0, f.T.middleCols(off, len));
     }
     if (needs == BagNeeds::residual) {
+      const BlockPicks p = picks_of(f, b);
       if (model.spec.map_estimate)
-        f.d.segment(off, len).setZero();
+        f.d_pick.segment(p.first, p.count).setZero();
       else
-        f.d.segment(off, len) =
-            (post.kdiag - K.cwiseProduct(sb.S.view()).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
+        f.d_pick.segment(p.first, p.count) =
+            (post.kdiag - picked_columns(f, sb).cwiseProduct(sb.S.view()).colwise().sum().array())
+                .cwiseMax(0.0)
+                .matrix()
+                .transpose();
     }
   }
+  // Each run takes its pick's residual.
+  if (needs == BagNeeds::residual)
+    for (Index k = 0; k < f.runs.count(); ++k)
+      f.d.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).setConstant(f.d_pick[k]);
   f.m.array() += model.mean_of(src.spec.task);
   const Index linear = model.spec.num_linear_point();
   if (linear > 0)
@@ -215,9 +267,13 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
   std::vector<Matrix> BtU;  // B^T U of each factor U V^T of dl/dT
+  Vector gd_pick;           // d l / d d at the picks: the sums over their runs
   if (needs == BagNeeds::residual) {
     g.gd *= model.spec.map_estimate ? 0.0 : scale;
     acc.g_kdiag += g.gd.sum();
+    gd_pick.resize(f.runs.count());
+    for (Index k = 0; k < f.runs.count(); ++k)
+      gd_pick[k] = g.gd.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).sum();
     for (auto& factor : g.gT_factors) {
       factor.first *= scale;
       if (!q_only) BtU.push_back(post.B.transpose() * factor.first);
@@ -232,7 +288,7 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
   for (Index b = 0; b < f.blocks; ++b) {
     BlockScratch& sb = f.scratch(b);
     const Index off = b * f.block, len = f.len_of(b);
-    if (!f.keep) forward_block(model, post, data, begin + off, len, needs, sb);
+    if (!f.keep) forward_block(model, post, data, f, b, needs, sb);
     const auto K = sb.K.view();
     auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
@@ -254,11 +310,12 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     if (needs == BagNeeds::nystrom) gemm(1.0, post.B, true, g.gT.middleCols(off, len), false, 1.0, dK);
     if (needs == BagNeeds::exact) dK += ws.U.view();
     if (needs == BagNeeds::residual) {
-      // d = k - diag(K^T P K): dP = -K diag(gd) K^T, dK = -2 P K diag(gd).
-      const auto gd = g.gd.segment(off, len);
-      subtract_weighted_gram(acc.g_P_lower, K, gd, ws.U);
+      // d = k - diag(K^T P K) at the picks: dP = -K diag(gd) K^T, dK = -2 P K diag(gd) there.
+      const BlockPicks p = picks_of(f, b);
+      const auto gd = gd_pick.segment(p.first, p.count);
+      subtract_weighted_gram(acc.g_P_lower, picked_columns(f, sb), gd, ws.U);
       const auto S = sb.S.view();
-      for (Index j = 0; j < len; ++j) dK.col(j) -= (2.0 * gd[j]) * S.col(j);
+      for (Index t = 0; t < p.count; ++t) dK.col(f.runs.pick(p.first + t) - off) -= (2.0 * gd[t]) * S.col(t);
       // dK += (B^T U) V^T
       for (size_t k = 0; k < BtU.size(); ++k)
         dK.noalias() += BtU[k] * g.gT_factors[k].second.middleRows(off, len).transpose();

@@ -84,13 +84,27 @@ struct SourceTerm {
   double unit_log_sd = 0;
   Index likelihood_offset = 0, unit_offset = 0;
   BagNeeds needs = BagNeeds::marginals;
+  // Residual mode: in a bag of more pixels than this, the residual variance is computed at this
+  // many pixels, each standing for a run of its neighbours (ResidualRuns); 0: at every pixel.
+  Index residual_cap = 0;
+};
+
+// The runs of a bag's pixels that share one residual variance: n pixels in c runs (c < n), run k
+// = [k n / c, (k + 1) n / c) in the bag's order, whose middle pixel is computed. With c = 0 every
+// pixel is its own run.
+struct ResidualRuns {
+  Index n = 0, c = 0;
+  Index count() const { return c > 0 ? c : n; }
+  Index begin(Index k) const { return c > 0 ? k * n / c : k; }
+  Index pick(Index k) const { return (begin(k) + begin(k + 1) - 1) / 2; }
 };
 
 // Scratch of one pixel block, kept between the forward and backward pass of a bag.
 struct BlockScratch {
   Buffer K;             // k(W, X_block), M x len
   Buffer R;             // Q K; the backward pass turns it into dL/dK
-  Buffer S;             // residual mode: P K, for the residual d = k - diag(K^T P K)
+  Buffer S;             // residual mode: P K at the block's picks, for the residual d = k - diag(K^T P K)
+  Buffer Kp;            // residual mode with runs: K's columns at the block's picks
   FeatureCache kernel;  // distances for the kernel backward
 };
 
@@ -102,6 +116,11 @@ struct BagForward {
   bool one_scratch = true;  // one scratch serves every block (nothing kept)
   Vector w, m, s2, d;
   Matrix T, C;
+  // Residual mode: the runs, each run's computed residual, and the first run picked in each block
+  // (blocks + 1 entries).
+  ResidualRuns runs;
+  Vector d_pick;
+  std::vector<Index> first_pick;
   KernelCache aa_cache;
   std::vector<BlockScratch>* store = nullptr;
   BlockScratch& scratch(Index b) const { return (*store)[one_scratch ? 0 : static_cast<size_t>(b)]; }
@@ -133,9 +152,14 @@ struct Workspace {
 // The kept forward passes of this thread.
 KeptForwards& kept_forwards();
 
+// SourceTerm::residual_cap of a source (its view of the spec) whose bag terms read `needs`: the
+// model's residual_pixels for the deterministic expectations, 0 (every pixel) for the sampled one,
+// whose draws take each pixel's own residual variance as its independent part.
+Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs);
+
 // The bytes a bag's kept blocks take (K, R, S and the kernel's buffers) and its T: each block's
 // buffers are sized to its pixels, and after a bag of full blocks they hold that many.
-double kept_bytes(const Model& model, BagNeeds needs, Index n, const ObjectiveOptions& opt);
+double kept_bytes(const Model& model, BagNeeds needs, Index residual_cap, Index n, const ObjectiveOptions& opt);
 
 // Bag a's forward pass in blocks of pixels. The blocks' K and R are kept for the backward pass
 // while they fit in the cache budget (or when `kept` says the caller has made room for them) and

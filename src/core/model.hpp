@@ -116,6 +116,12 @@ struct ModelSpec {
   double unit_effect_prior_rate = 0;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
+  // The deterministic expectations in residual form (the delta method, the binomial's and the
+  // Normal's within-bag covariances): in a bag of more pixels than this, the residual variance d_i
+  // is computed at this many pixels, each standing for a run of its neighbours in the bag's order.
+  // d_i weighs about 1/N_a of a large bag's variance but costs a quadratic form in P per pixel, as
+  // much again as the bound's pass. 0: every pixel's own.
+  Index residual_pixels = 128;
   // The first source's name (empty for a model of one source) and the further sources.
   std::string source_name;
   std::vector<SourceSpec> more_sources;

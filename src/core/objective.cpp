@@ -239,6 +239,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     t.likelihood_offset = source_likelihood_offset(model, s);
     t.unit_offset = source_unit_effect_offset(model, s);
     t.needs = bag_needs(t.spec);
+    t.residual_cap = residual_cap_of(t.spec, t.needs);
     needs.push_back(t.needs);
     sources.push_back(std::move(t));
   }
@@ -302,7 +303,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (with_grad)
     for (size_t k = 0; k < bags.size(); ++k)
       if (unit_of[k] >= 0) {
-        need[k] = kept_bytes(model, source_of(k).needs, data.bag_size(bags[k]), options);
+        need[k] = kept_bytes(model, source_of(k).needs, source_of(k).residual_cap, data.bag_size(bags[k]), options);
         shared_need += need[k];
       }
   const bool by_unit = shared_need > budget;

@@ -267,7 +267,7 @@ TEST(SharedUnitEffect, KeptAndRecomputedForwardPassesAgree) {
     const BagNeeds needs = bag_needs(model.spec);
     double all = 0, largest_bag = 0;
     for (Index a : bags) {
-      const double need = kept_bytes(model, needs, data.bag_size(a), kept);
+      const double need = kept_bytes(model, needs, residual_cap_of(model.spec, needs), data.bag_size(a), kept);
       all += need;
       largest_bag = std::max(largest_bag, need);
     }
