@@ -1,6 +1,7 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
-//               [--samples 8] [--likelihood poisson|negative_binomial|binomial] [--inducing 576] [--threads 2]
+//               [--samples 8] [--residual-pixels 128] [--likelihood poisson|negative_binomial|binomial] [--inducing
+//               576] [--threads 2]
 //               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048] [--tasks T] [--latents Q]
 // Measures the GEMM rate (core/products.hpp's backend) on `threads` cores (the floor is an epoch's FLOPs at that rate),
 // then times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS iteration), an Adam epoch
@@ -104,7 +105,7 @@ void make_mixed(Model& model, Dataset& data, Index tasks, Index latents) {
 int main(int argc, char** argv) {
   bench::ProblemOptions po;
   int threads = 2, repeat = 2, adam = 1, samples = ModelSpec{}.samples;
-  Index tasks = 1, latents = 1;
+  Index tasks = 1, latents = 1, residual_pixels = ModelSpec{}.residual_pixels;
   Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom", expectation = "bound", likelihood = "poisson";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -124,6 +125,8 @@ int main(int argc, char** argv) {
       likelihood = v;
     else if (k == "--samples")
       samples = std::stoi(v);
+    else if (k == "--residual-pixels")
+      residual_pixels = std::stol(v);
     else if (k == "--block")
       block = std::stol(v);
     else if (k == "--adam")
@@ -147,6 +150,7 @@ int main(int argc, char** argv) {
   Model model = bench::make_problem_model(data, po.covariates, M, binomial ? "exp" : link, covariance);
   model.spec.expectation = parse_expectation(expectation);
   model.spec.samples = samples;
+  model.spec.residual_pixels = residual_pixels;
   model.spec.likelihood = parse_likelihood(likelihood);
   if (model.spec.likelihood == LikelihoodKind::negative_binomial)
     model.likelihood_params = Vector::Constant(1, std::log(100.0));
@@ -176,9 +180,10 @@ int main(int argc, char** argv) {
     opt.threads = t;
     opt.block = block;
     double best_f = 1e300, best_g = 1e300;
+    double value = 0;
     for (int r = 0; r < repeat; ++r) {
       t0 = Clock::now();
-      elbo(model, data, nullptr, opt);
+      value = elbo(model, data, nullptr, opt).elbo;
       best_f = std::min(best_f, seconds(t0));
       Vector g;
       t0 = Clock::now();
@@ -211,7 +216,7 @@ int main(int argc, char** argv) {
     std::printf("| %s | %s | %s | %s | %d | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", likelihood.c_str(),
                 link.c_str(), expectation.c_str(), covariance.c_str(), t, peak, floor, best_f, best_g, best_g / floor,
                 adam_epoch);
-    std::printf("\nper-step work besides the bags (O(M^3)): %.3f s\n", step);
+    std::printf("\nper-step work besides the bags (O(M^3)): %.3f s\nthe objective's value: %.10g\n", step, value);
     // The polish's passes: the full gradient with q's moment gradient beside it (its reading), and
     // q's moment gradient alone (its steps on q before the reading).
     ObjectiveOptions with_q = opt, q_alone = opt;
