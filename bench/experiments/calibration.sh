@@ -2,8 +2,8 @@
 # Calibration next to accuracy on synthetic countries with and without overdispersion: pixel
 # recovery and coverage of the true intensity (and the calibration error a calibrated model would
 # show on the same pixels), coverage of held-out unit counts (their calibration error beside a
-# calibrated model's, and what the true model itself covers of them), held-out bag NLL and log-MSE,
-# and fit time, for each model variant.
+# calibrated model's, and what the true model itself covers of them), held-out bag NLL, predictive
+# NLL and log-MSE, and fit time, for each model variant.
 #   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
 # A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
 # Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
@@ -50,8 +50,8 @@ truth_coverage() {
       }'
 }
 
-echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | a calibrated model's: mean (90 %) | pixel 95 % coverage | held-out count coverage 50 % / 95 % | count calibration error: held-out, a calibrated model's | the truth's coverage 50 % / 95 % | held-out bag NLL (constant) | held-out log-MSE | fit s |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| unit noise sd | seed | variant | pixel corr | pixel MSE | pixel calibration error | a calibrated model's: mean (90 %) | pixel 95 % coverage | held-out count coverage 50 % / 95 % | count calibration error: held-out, a calibrated model's | the truth's coverage 50 % / 95 % | held-out bag NLL (constant) | held-out predictive NLL | held-out log-MSE | fit s |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
     data="$work/country_${noise}_$seed"
@@ -74,13 +74,13 @@ for noise in $noises; do
       base=$(grep -o '"baseline_constant": {"bag_nll_mean": [^,]*' "$j" | sed 's/.*: //')
       cj="$out/counts.json"
       grep -o '"count_calibrated": {[^}]*' "$j" >"$cj"
-      printf "| %s | %s | %s | %.4f | %.3g | %s | %.3f (%.3f) | %s | %s / %s | %s, %.3f | %s | %.4g (%.4g) | %.3g | %s |\n" "$noise" "$seed" "$name" \
+      printf "| %s | %s | %s | %.4f | %.3g | %s | %.3f (%.3f) | %s | %s / %s | %s, %.3f | %s | %.4g (%.4g) | %.4g | %.3g | %s |\n" "$noise" "$seed" "$name" \
         "$(num "$pj" correlation)" "$(num "$pj" mse)" "$(list "$pj" coverage_error | mean_of)" \
         "$(num "$pj" calibrated_error_mean)" "$(num "$pj" calibrated_error_p90)" \
         "$(list "$pj" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
         "$(list "$j" count_coverage_error | mean_of)" "$(num "$cj" calibrated_error_mean)" \
         "$(truth_coverage "$data" "$out/model.yaml" "$noise")" \
-        "$(num "$j" bag_nll_mean)" "$base" "$(num "$j" bag_log_mse)" "$secs"
+        "$(num "$j" bag_nll_mean)" "$base" "$(num "$j" predictive_nll_mean)" "$(num "$j" bag_log_mse)" "$secs"
     done
   done
 done

@@ -215,10 +215,10 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
                 .transpose();
     }
   }
-  // Each run takes its pick's residual.
-  if (needs == BagNeeds::residual)
-    for (Index k = 0; k < f.runs.count(); ++k)
-      f.d.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).setConstant(f.d_pick[k]);
+  // Each run takes its pick's residual (every pixel is its own pick without runs).
+  if (needs == BagNeeds::residual && f.runs.c == 0) f.d = f.d_pick;
+  for (Index k = 0; needs == BagNeeds::residual && k < f.runs.c; ++k)
+    f.d.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).setConstant(f.d_pick[k]);
   f.m.array() += model.mean_of(src.spec.task);
   const Index linear = model.spec.num_linear_point();
   if (linear > 0)
@@ -272,7 +272,8 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     g.gd *= model.spec.map_estimate ? 0.0 : scale;
     acc.g_kdiag += g.gd.sum();
     gd_pick.resize(f.runs.count());
-    for (Index k = 0; k < f.runs.count(); ++k)
+    if (f.runs.c == 0) gd_pick = g.gd;
+    for (Index k = 0; f.runs.c > 0 && k < f.runs.c; ++k)
       gd_pick[k] = g.gd.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).sum();
     for (auto& factor : g.gT_factors) {
       factor.first *= scale;

@@ -157,8 +157,9 @@ KeptForwards& kept_forwards();
 // whose draws take each pixel's own residual variance as its independent part.
 Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs);
 
-// The bytes a bag's kept blocks take (K, R, S and the kernel's buffers) and its T: each block's
-// buffers are sized to its pixels, and after a bag of full blocks they hold that many.
+// The bytes a bag's kept blocks take (K, R, the kernel's buffers, and S and Kp at the picks) and its
+// T: each block's buffers are sized to its pixels, and after a bag of full blocks they hold that
+// many.
 double kept_bytes(const Model& model, BagNeeds needs, Index residual_cap, Index n, const ObjectiveOptions& opt);
 
 // Bag a's forward pass in blocks of pixels. The blocks' K and R are kept for the backward pass
