@@ -1,8 +1,8 @@
 // Training epoch at malaria scale (bench/malaria_problem.hpp), against the floor the hardware sets.
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
-//               [--samples 8] [--residual-pixels 128] [--likelihood poisson|negative_binomial|binomial] [--inducing
-//               576] [--threads 2]
-//               [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048] [--tasks T] [--latents Q]
+//               [--samples 8] [--residual-pixels 128] [--likelihood poisson|negative_binomial|binomial]
+//               [--inducing 576] [--threads 2] [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
+//               [--tasks T] [--latents Q]
 // Measures the GEMM rate (core/products.hpp's backend) on `threads` cores (the floor is an epoch's FLOPs at that rate),
 // then times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS iteration), an Adam epoch
 // (minibatches of 16 bags, each step with its own O(M^3) update), and that O(M^3) work of a step alone (an objective +

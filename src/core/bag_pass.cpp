@@ -51,7 +51,8 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
       auto Kp = sb.Kp.shape(Mq, p.count);
       for (Index t = 0; t < p.count; ++t) Kp.col(t) = K.col(f.runs.pick(p.first + t) - b * f.block);
     }
-    if (p.count > 0) gemm(1.0, post.P, false, picked_columns(f, sb), false, 0.0, sb.S.shape(Mq, p.count));
+    auto S = sb.S.shape(Mq, p.count);  // shaped even for a block without picks, whose products are empty
+    if (p.count > 0) gemm(1.0, post.P, false, picked_columns(f, sb), false, 0.0, S);
   }
 }
 

@@ -139,7 +139,7 @@ void validate_source(const ModelSpec& spec) {
     throw ConfigError("variational fixed effects are part of q: a MAP estimate has point fixed effects");
   if (spec.expectation == Expectation::sample && spec.samples < 1)
     throw ConfigError("the number of samples must be at least 1");
-  if (spec.residual_pixels < 0) throw ConfigError("the residual's pixels per bag must be 0 (every pixel) or more");
+  if (spec.residual_pixels < 0) throw ConfigError("residual_pixels must be 0 (every pixel's own residual) or more");
   if (spec.map_estimate && !lik.allows_map(spec))
     throw ConfigError(
         "the MAP (nystrom) model is defined for count likelihoods with exp link and for normal (nystrom covariance)");

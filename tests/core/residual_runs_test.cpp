@@ -112,4 +112,12 @@ TEST(ResidualRuns, LeaveTheSampledExpectationAlone) {
   EXPECT_TRUE(g_capped == g_every);
 }
 
+TEST(ResidualRuns, RefuseANegativeCount) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.residual_pixels = 0;
+  EXPECT_NO_THROW(spec.validate());
+  spec.residual_pixels = -1;
+  EXPECT_THROW(spec.validate(), ConfigError);
+}
+
 }  // namespace vbagg::residual_runs_test
