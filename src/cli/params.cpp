@@ -243,9 +243,9 @@ std::vector<Param> make_params() {
        "The delta method (and the binomial's and normal's within-bag covariances) in a bag of more pixels than this: "
        "the residual variance of a pixel (the part of its prior variance the inducing points leave unexplained) is "
        "computed at this many pixels of the bag, each standing for a run of its neighbours. It weighs about 1/N of "
-       "an N-pixel bag's variance, yet costs as much again as the rest of a pass; each pixel's own variance and the "
-       "maps are exact whatever the value. 0: every pixel's own. The sampled expectation always takes every pixel's "
-       "own."},
+       "an N-pixel bag's variance, yet costs as much again as the rest of a pass; each pixel's own variance is exact "
+       "whatever the value, and predictions never use the runs. 0: every pixel's own. The sampled expectation "
+       "always takes every pixel's own."},
       {"model.mean_function",
        T::choice,
        "linear",
