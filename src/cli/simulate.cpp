@@ -357,7 +357,7 @@ int simulate_main(int argc, char** argv) {
       "vbagg-simulate");
   std::string kind, out, size = "160x120";
   unsigned long long seed = 1;
-  int units = 60, covariates = 4, bags = 100, months = 0;
+  int units = 60, covariates = 4, bags = 100, months = 0, field_frequencies = 40;
   double bag_mean = 150, bag_sd = 50, unit_noise = 0, survey_noise = 0;
   bool quiet = false, verbose = false;
   app.add_option("--kind", kind, "What to simulate")->required()->check(CLI::IsMember({"country", "swissroll"}));
@@ -383,6 +383,13 @@ int simulate_main(int argc, char** argv) {
                  "unchanged")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 3.0));
+  app.add_option("--field-frequencies", field_frequencies,
+                 "country: random Fourier features of the latent field (the smooth spatial part of the log "
+                 "intensity and of the prevalence's logit). With more, the field is closer to a draw of a "
+                 "Gaussian process with an rbf kernel and its roughness varies less from seed to seed; the "
+                 "covariates, population, units and every other draw stay the same")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app.add_option("--months", months,
                  "country: months of a seasonal country from January 2019 (0: none). Adds the monthly rainfall "
                  "(rain_monthly.tif, a band per month), the true monthly intensities (truth_intensity_<YYYY-MM>.tif), "
@@ -412,6 +419,7 @@ int simulate_main(int argc, char** argv) {
       o.unit_noise_sd = unit_noise;
       o.survey_noise_sd = survey_noise;
       o.months = months;
+      o.field_frequencies = field_frequencies;
       o.seed = seed;
       simulate_country(out, o);
     } else {

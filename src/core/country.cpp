@@ -10,28 +10,58 @@ namespace vbagg {
 
 namespace {
 
-// A smooth random field: a sum of random Fourier features with lengthscale `ls` pixels,
-// standardised to mean 0 and sd 1 over the grid.
-Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
-  const int R = 40;
+// Random Fourier features of an rbf kernel with lengthscale `ls` pixels: frequencies ~ N(0, I / ls^2)
+// and uniform phases. A field of R of them is a draw of that kernel's Gaussian process as R grows;
+// with few, a field's roughness varies with the frequencies it happens to draw.
+struct Frequencies {
+  std::vector<double> ox, oy, phase;
+};
+
+void draw_frequencies(int count, double ls, std::mt19937_64& rng, Frequencies& f) {
   std::normal_distribution<double> normal;
   std::uniform_real_distribution<double> phase(0, 2 * M_PI);
-  std::vector<double> ox(R), oy(R), ph(R);
-  for (int r = 0; r < R; ++r) {
-    ox[r] = normal(rng) / ls;
-    oy[r] = normal(rng) / ls;
-    ph[r] = phase(rng);
+  for (int r = 0; r < count; ++r) {
+    f.ox.push_back(normal(rng) / ls);
+    f.oy.push_back(normal(rng) / ls);
+    f.phase.push_back(phase(rng));
   }
-  Vector f(static_cast<Index>(w) * h);
+}
+
+// The sum of the features over the grid, standardised to mean 0 and sd 1.
+Vector field_of(int w, int h, const Frequencies& f) {
+  const size_t R = f.ox.size();
+  Vector out(static_cast<Index>(w) * h);
   for (int y = 0; y < h; ++y)
     for (int x = 0; x < w; ++x) {
       double s = 0;
-      for (int r = 0; r < R; ++r) s += std::cos(ox[r] * x + oy[r] * y + ph[r]);
-      f[static_cast<Index>(y) * w + x] = s;
+      for (size_t r = 0; r < R; ++r) s += std::cos(f.ox[r] * x + f.oy[r] * y + f.phase[r]);
+      out[static_cast<Index>(y) * w + x] = s;
     }
-  f.array() -= f.mean();
-  f /= std::sqrt(f.squaredNorm() / static_cast<double>(f.size()));
-  return f;
+  out.array() -= out.mean();
+  out /= std::sqrt(out.squaredNorm() / static_cast<double>(out.size()));
+  return out;
+}
+
+// A smooth random field of lengthscale `ls` pixels: 40 random Fourier features.
+constexpr int kFieldFrequencies = 40;
+Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
+  Frequencies f;
+  draw_frequencies(kFieldFrequencies, ls, rng, f);
+  return field_of(w, h, f);
+}
+
+// The latent field g with `frequencies` features: the first of the 40 every country draws from
+// `rng`, and any beyond them from a stream of their own, so the rest of the country is the same
+// whatever their number.
+Vector latent_field(int w, int h, double ls, int frequencies, unsigned long long seed, std::mt19937_64& rng) {
+  Frequencies f;
+  draw_frequencies(kFieldFrequencies, ls, rng, f);
+  for (auto* v : {&f.ox, &f.oy, &f.phase}) v->resize(std::min<size_t>(v->size(), static_cast<size_t>(frequencies)));
+  if (frequencies > kFieldFrequencies) {
+    std::mt19937_64 more(seed ^ 0x3c6ef372fe94f82bULL);
+    draw_frequencies(frequencies - kFieldFrequencies, ls, more, f);
+  }
+  return field_of(w, h, f);
 }
 
 // Provinces group the units by the nearest province seed to each unit's seed; their counts come
@@ -142,6 +172,8 @@ Country make_country(const CountryOptions& o) {
     throw ConfigError("synthetic country: the unit noise sd must be in [0, 3]");
   if (!(o.survey_noise_sd >= 0 && o.survey_noise_sd <= 3))
     throw ConfigError("synthetic country: the survey noise sd must be in [0, 3]");
+  if (o.field_frequencies < 1 || o.field_frequencies > 100000)
+    throw ConfigError("synthetic country: the field's frequencies must be in [1, 100000]");
   if (o.months < 0 || o.months > 600) throw ConfigError("synthetic country: the months must be in [0, 600]");
   if (o.width < 4 || o.height < 4 || o.units < 1 || o.covariates < 1 || o.units > o.width * o.height / 4)
     throw ConfigError(
@@ -175,8 +207,8 @@ Country make_country(const CountryOptions& o) {
   }
   c.population = logpop.array().exp();
   // log lambda = beta0 + beta' x + g(s): about 5 % incidence on average.
-  const Vector g = 0.5 * smooth_field(o.width, o.height, extent * 0.25, rng);
-  Vector loglam = Vector::Constant(N, std::log(0.05)) + g;
+  c.field = 0.5 * latent_field(o.width, o.height, extent * 0.25, o.field_frequencies, o.seed, rng);
+  Vector loglam = Vector::Constant(N, std::log(0.05)) + c.field;
   for (int k = 0; k < o.covariates; ++k) loglam += c.beta[static_cast<size_t>(k)] * standard[static_cast<size_t>(k)];
   c.intensity = loglam.array().exp();
   // A lake: covariates missing and nobody living there.

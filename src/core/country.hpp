@@ -20,6 +20,11 @@ struct CountryOptions {
   // sigma(logit pi + e) with e ~ N(0, sd^2) of its own (households, the season, the survey team),
   // before its positives are drawn. The true prevalence map is unchanged.
   double survey_noise_sd = 0;
+  // Random Fourier features of the latent field g (40: every country before this option). With
+  // more, g is closer to a draw of a Gaussian process with an rbf kernel, whose roughness varies
+  // less from country to country; the covariates, population, units and every other stream are
+  // the same whatever their number.
+  int field_frequencies = 40;
   // Months of a seasonal country (0: none), from January of first_year.
   int months = 0;
   int first_year = 2019;
@@ -32,6 +37,7 @@ struct Country {
   std::vector<Vector> covariates;  // each width*height, row-major; NaN in the lake (missing data)
   Vector population;               // people per pixel (0 in the lake)
   Vector intensity;                // true lambda: cases per person
+  Vector field;                    // the smooth spatial part g of log lambda (sd 0.5 over the grid)
   std::vector<int> unit_of_pixel;  // 0-based unit index per pixel
   Vector counts;                   // y_a ~ Poisson(e^{u_a} sum over the unit's pixels of p_i lambda_i)
   Vector expected;                 // sum over the unit's pixels of p_i lambda_i (before e^{u_a})

@@ -203,6 +203,43 @@ TEST(Country, SurveyNoiseOverdispersesOnlyThePositives) {
   EXPECT_THROW(make_country(o), ConfigError);
 }
 
+// The latent field's frequencies: more of them leave every other part of the country as it was
+// (the first 40 come from the country's stream, the rest from one of their own), and the field is
+// their standardised sum, so a field of 41 is close to the field of 40 and one of 1,000 is not.
+TEST(Country, FieldFrequenciesChangeOnlyTheField) {
+  CountryOptions o;
+  o.width = 60;
+  o.height = 48;
+  o.units = 20;
+  const Country base = make_country(o);
+  o.field_frequencies = 1000;
+  const Country more = make_country(o);
+  ASSERT_EQ(base.covariates.size(), more.covariates.size());
+  for (size_t k = 0; k < base.covariates.size(); ++k) {  // NaN in the lake in both
+    EXPECT_TRUE((base.covariates[k].array().isNaN() == more.covariates[k].array().isNaN()).all());
+    EXPECT_TRUE((base.covariates[k].array().isNaN() || base.covariates[k].array() == more.covariates[k].array()).all());
+  }
+  EXPECT_EQ(base.population, more.population);
+  EXPECT_EQ(base.unit_of_pixel, more.unit_of_pixel);
+  // log lambda = log 0.05 + g + beta' x: the field is all that moves it.
+  const Vector moved = more.intensity.array().log() - base.intensity.array().log();
+  EXPECT_LT((moved - (more.field - base.field)).cwiseAbs().maxCoeff(), 1e-12);
+  o.field_frequencies = 41;
+  const Country one_more = make_country(o);
+  const double n = static_cast<double>(base.field.size());
+  for (const Country* c : {&base, &more, &one_more}) {
+    EXPECT_NEAR(c->field.mean(), 0.0, 1e-12);
+    EXPECT_NEAR(c->field.squaredNorm() / n, 0.25, 1e-12);
+  }
+  // Correlations of standardised fields: about sqrt(40 / R) for R features sharing the first 40.
+  EXPECT_GT(base.field.dot(one_more.field) / (0.25 * n), 0.9);
+  EXPECT_LT(base.field.dot(more.field) / (0.25 * n), 0.6);
+  o.field_frequencies = 40;
+  EXPECT_EQ(make_country(o).intensity, base.intensity);
+  o.field_frequencies = 0;
+  EXPECT_THROW(make_country(o), ConfigError);
+}
+
 TEST(SwissRoll, BagSizesAndRates) {
   SwissRollOptions o;
   o.bags = 400;
