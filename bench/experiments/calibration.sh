@@ -4,7 +4,8 @@
 # show on the same pixels), coverage of held-out unit counts (their calibration error beside a
 # calibrated model's, and what the true model itself covers of them), held-out bag NLL, predictive
 # NLL and log-MSE, and fit time, for each model variant.
-#   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"] [VARIANT ...]
+#   bench/experiments/calibration.sh [--units N] [--noise "0 0.3"] [--seeds "1 2 3"]
+#                                    [--simulate "--field-frequencies 1000"] [VARIANT ...]
 # A VARIANT is name=k=v,k=v of --set overrides (default: the defaults; with a unit effect, with
 # Poisson counts and a unit effect, Poisson counts alone, and the Matern 3/2 space kernel).
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
@@ -13,12 +14,13 @@ cd "$(dirname "$0")/../.."
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-units=200 noises="0 0.3" seeds="1 2 3"
+units=200 noises="0 0.3" seeds="1 2 3" simulate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --units) units=$2; shift 2 ;;
     --noise) noises=$2; shift 2 ;;
     --seeds) seeds=$2; shift 2 ;;
+    --simulate) simulate=$2; shift 2 ;;
     *) break ;;
   esac
 done
@@ -55,7 +57,9 @@ echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for noise in $noises; do
   for seed in $seeds; do
     data="$work/country_${noise}_$seed"
-    "$bin/vbagg-simulate" --kind country --out "$data" --units "$units" --unit-noise "$noise" --seed "$seed" -q
+    # shellcheck disable=SC2086 # the simulator's options, one word each
+    "$bin/vbagg-simulate" --kind country --out "$data" --units "$units" --unit-noise "$noise" --seed "$seed" -q \
+      $simulate
     for v in "${variants[@]}"; do
       name=${v%%=*}
       sets=()
