@@ -11,6 +11,9 @@
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# ogr2ogr (the truth's coverage reads the units' counts), which a build machine may lack;
+# the installer's notes go to stderr.
+scripts/deps.sh gdal-bin >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
