@@ -1,5 +1,8 @@
 #include "bag_pass.hpp"
 
+#include <cmath>
+#include <limits>
+
 #include "likelihood.hpp"
 #include "products.hpp"
 
@@ -37,14 +40,17 @@ Eigen::Map<const Matrix> picked_columns(const BagForward& f, const BlockScratch&
   return f.runs.c == 0 ? sb.K.view() : sb.Kp.view();
 }
 
-// Block b's features (K: kernel rows, then the fixed effects' rows) and R, and in residual mode S
-// = P K at its picks.
+// Block b's features (K: kernel rows, then the fixed effects' rows) and R = Q K, and in residual
+// mode S = P K at its picks. Without the marginal variance R is only shaped: the backward pass
+// writes dL/dK there.
 void forward_block(const Model& model, const Posterior& post, const Dataset& data, const BagForward& f, Index b,
-                   BagNeeds needs, BlockScratch& sb) {
+                   const SourceTerm& src, BlockScratch& sb) {
+  const BagNeeds needs = src.needs;
   const Index Mq = model.num_q(), len = f.len_of(b);
   auto K = sb.K.shape(Mq, len);
   features_into(model, data.inputs.middleCols(f.begin + b * f.block, len), K, sb.kernel);
-  gemm(1.0, post.Q, false, K, false, 0.0, sb.R.shape(Mq, len));
+  auto R = sb.R.shape(Mq, len);
+  if (src.marginal_variance) gemm(1.0, post.Q, false, K, false, 0.0, R);
   if (needs == BagNeeds::residual) {
     const BlockPicks p = picks_of(f, b);
     if (f.runs.c > 0) {
@@ -57,14 +63,17 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
 }
 
 // lower(G) -= K diag(g) K^T, as two symmetric rank updates split by the sign of g (U is scratch).
+// Each takes only its sign's columns, so together they cost one update over the block: the
+// sampled expectation's and the delta method's d l / d d change sign from pixel to pixel.
 template <class Features>
 void subtract_weighted_gram(Matrix& G, const Features& K, const Eigen::Ref<const Vector>& g, Buffer& U) {
-  const Vector pos = g.cwiseMax(0.0).cwiseSqrt(), neg = (-g).cwiseMax(0.0).cwiseSqrt();
-  for (const auto& [root, sign] : {std::pair<const Vector&, double>{pos, -1.0}, {neg, 1.0}}) {
-    if (!root.any()) continue;
-    auto W = U.shape(K.rows(), K.cols());
-    W.noalias() = K * root.asDiagonal();
-    rank_update_lower(sign, W, G);
+  for (const double sign : {1.0, -1.0}) {
+    const Index count = (sign * g.array() > 0).count();
+    if (count == 0) continue;
+    auto W = U.shape(K.rows(), count);
+    for (Index j = 0, c = 0; j < g.size(); ++j)
+      if (sign * g[j] > 0) W.col(c++) = K.col(j) * std::sqrt(sign * g[j]);
+    rank_update_lower(-sign, W, G);
   }
 }
 
@@ -136,6 +145,8 @@ int KeptForwards::take(size_t& next, double need, double budget) {
   return static_cast<int>(next++);
 }
 
+bool reads_marginal_variance(const ModelSpec& source_spec) { return source_spec.expectation != Expectation::sample; }
+
 Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs) {
   return needs == BagNeeds::residual && source_spec.expectation != Expectation::sample ? source_spec.residual_pixels
                                                                                        : 0;
@@ -190,11 +201,13 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
   for (Index b = 0; b < f.blocks; ++b) {
     BlockScratch& sb = f.scratch(b);
     const Index off = b * f.block, len = f.len_of(b);
-    forward_block(model, post, data, f, b, needs, sb);
+    forward_block(model, post, data, f, b, src, sb);
     const auto K = sb.K.view(), R = sb.R.view();
     f.m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
       f.s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
+    else if (!src.marginal_variance)
+      f.s2.segment(off, len).setConstant(std::numeric_limits<double>::quiet_NaN());  // not computed, not read
     else
       f.s2.segment(off, len) =
           (post.kdiag - K.cwiseProduct(R).colwise().sum().array()).cwiseMax(0.0).matrix().transpose();
@@ -267,8 +280,11 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
         data.inputs.middleCols(begin, n).topRows(linear) * g.gm;
   acc.g_kdiag += g.gs2.sum();
   if (needs == BagNeeds::nystrom) g.gT *= scale;
-  std::vector<Matrix> BtU;  // B^T U of each factor U V^T of dl/dT
-  Vector gd_pick;           // d l / d d at the picks: the sums over their runs
+  // Residual mode: m = K^T alpha and T = B K enter through products with K, taken together per
+  // block so K is read once for alpha's and B's gradients and dK written once for both parts:
+  // right = [gm, V_1, ...] and left = [alpha, B^T U_1, ...] over the factors U V^T of dl/dT.
+  Matrix right, left;
+  Vector gd_pick;  // d l / d d at the picks: the sums over their runs
   if (needs == BagNeeds::residual) {
     g.gd *= model.spec.map_estimate ? 0.0 : scale;
     acc.g_kdiag += g.gd.sum();
@@ -276,9 +292,18 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     if (f.runs.c == 0) gd_pick = g.gd;
     for (Index k = 0; f.runs.c > 0 && k < f.runs.c; ++k)
       gd_pick[k] = g.gd.segment(f.runs.begin(k), f.runs.begin(k + 1) - f.runs.begin(k)).sum();
-    for (auto& factor : g.gT_factors) {
-      factor.first *= scale;
-      if (!q_only) BtU.push_back(post.B.transpose() * factor.first);
+    Index cols = 1;
+    for (const auto& factor : g.gT_factors) cols += factor.second.cols();
+    right.resize(n, cols);
+    left.resize(model.num_q(), q_only ? 0 : cols);
+    right.col(0) = g.gm;
+    if (!q_only) left.col(0) = post.alpha;
+    Index at = 1;
+    for (auto& [U, V] : g.gT_factors) {
+      U *= scale;
+      right.middleCols(at, V.cols()) = V;
+      if (!q_only) left.middleCols(at, V.cols()).noalias() = post.B.transpose() * U;
+      at += V.cols();
     }
   }
   Matrix gCsym;
@@ -290,25 +315,42 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
   for (Index b = 0; b < f.blocks; ++b) {
     BlockScratch& sb = f.scratch(b);
     const Index off = b * f.block, len = f.len_of(b);
-    if (!f.keep) forward_block(model, post, data, f, b, needs, sb);
+    if (!f.keep) forward_block(model, post, data, f, b, src, sb);
     const auto K = sb.K.view();
     auto dK = sb.R.view();  // R, then dL/dK in place
     const auto gm = g.gm.segment(off, len);
     const auto gs2 = g.gs2.segment(off, len);
     // What q's moments read: alpha, Q and B (m = K^T alpha, s2 = k - diag(K^T Q K), T = B K).
-    acc.g_alpha.noalias() += K * gm;
+    if (needs == BagNeeds::residual) {
+      const Matrix KR = K * right.middleRows(off, len);
+      acc.g_alpha += KR.col(0);
+      Index at = 1;
+      for (const auto& [U, V] : g.gT_factors) {  // T = B K through its products: dB += U (K V)^T
+        acc.g_B.noalias() += U * KR.middleCols(at, V.cols()).transpose();
+        at += V.cols();
+      }
+    } else {
+      acc.g_alpha.noalias() += K * gm;
+    }
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
-    subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
+    if (src.marginal_variance) subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
     if (needs == BagNeeds::exact) acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
     if (needs == BagNeeds::nystrom) gemm(1.0, g.gT.middleCols(off, len), false, K, true, 1.0, acc.g_B);
-    if (needs == BagNeeds::residual)
-      for (const auto& [U, V] : g.gT_factors)  // T = B K through its products: dB += U (K V)^T
-        acc.g_B.noalias() += U * (K * V.middleRows(off, len)).transpose();
     if (q_only) continue;
     // dL/dK from C = ... - K^T R, before R is overwritten.
     if (needs == BagNeeds::exact) ws.U.shape(model.num_q(), len).noalias() = -2.0 * dK * gCsym;
-    // dL/dK from m and s2 (and T or C).
-    for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
+    // dL/dK from m and s2 (and T or C); without s2, R holds nothing yet.
+    if (needs == BagNeeds::residual) {
+      // dK = -2 R diag(gs2) + alpha gm^T + sum (B^T U) V^T
+      if (src.marginal_variance) {
+        for (Index j = 0; j < len; ++j) dK.col(j) *= -2.0 * gs2[j];
+        dK.noalias() += left * right.middleRows(off, len).transpose();
+      } else {
+        dK.noalias() = left * right.middleRows(off, len).transpose();
+      }
+    } else {
+      for (Index j = 0; j < len; ++j) dK.col(j) = post.alpha * gm[j] - (2.0 * gs2[j]) * dK.col(j);
+    }
     if (needs == BagNeeds::nystrom) gemm(1.0, post.B, true, g.gT.middleCols(off, len), false, 1.0, dK);
     if (needs == BagNeeds::exact) dK += ws.U.view();
     if (needs == BagNeeds::residual) {
@@ -318,9 +360,6 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
       subtract_weighted_gram(acc.g_P_lower, picked_columns(f, sb), gd, ws.U);
       const auto S = sb.S.view();
       for (Index t = 0; t < p.count; ++t) dK.col(f.runs.pick(p.first + t) - off) -= (2.0 * gd[t]) * S.col(t);
-      // dK += (B^T U) V^T
-      for (size_t k = 0; k < BtU.size(); ++k)
-        dK.noalias() += BtU[k] * g.gT_factors[k].second.middleRows(off, len).transpose();
     }
     // The fixed effects' rows of the features are data: only the kernel rows pass on.
     features_backward(model, dK.topRows(M), sb.kernel, acc.g_kernel,
