@@ -386,7 +386,7 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--field-frequencies", field_frequencies,
                  "country: random Fourier features of the latent field (the smooth spatial part of the log "
                  "intensity and of the prevalence's logit). With more, the field is closer to a draw of a "
-                 "Gaussian process with an rbf kernel and its roughness varies less from seed to seed; the "
+                 "Gaussian process with an rbf kernel, the prior vbagg's default model puts on it; the "
                  "covariates, population, units and every other draw stay the same")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));

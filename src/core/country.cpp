@@ -12,7 +12,7 @@ namespace {
 
 // Random Fourier features of an rbf kernel with lengthscale `ls` pixels: frequencies ~ N(0, I / ls^2)
 // and uniform phases. A field of R of them is a draw of that kernel's Gaussian process as R grows;
-// with few, a field's roughness varies with the frequencies it happens to draw.
+// with few, its spectrum is a handful of frequencies, which that process would not draw.
 struct Frequencies {
   std::vector<double> ox, oy, phase;
 };

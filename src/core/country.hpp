@@ -21,9 +21,8 @@ struct CountryOptions {
   // before its positives are drawn. The true prevalence map is unchanged.
   double survey_noise_sd = 0;
   // Random Fourier features of the latent field g (40: every country before this option). With
-  // more, g is closer to a draw of a Gaussian process with an rbf kernel, whose roughness varies
-  // less from country to country; the covariates, population, units and every other stream are
-  // the same whatever their number.
+  // more, g is closer to a draw of a Gaussian process with an rbf kernel; the covariates,
+  // population, units and every other stream are the same whatever their number.
   int field_frequencies = 40;
   // Months of a seasonal country (0: none), from January of first_year.
   int months = 0;
