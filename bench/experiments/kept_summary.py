@@ -43,7 +43,10 @@ def summary(root):
             "nll": h["bag_nll_mean"], "pnll": h["predictive_nll_mean"]})
     if not rows:
         sys.exit(f"{root}: no kept fits")
-    col = lambda k: np.array([r[k] for r in rows])
+
+    def col(key):
+        return np.array([r[key] for r in rows])
+
     outside, signed = col("outside"), col("signed")
     held, cv = np.array([r["held"] for r in rows]), np.array([r["cv"] for r in rows])
     cov95, cv95 = col("cov95"), col("cv_pixel95")
