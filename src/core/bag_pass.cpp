@@ -50,7 +50,7 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
   auto K = sb.K.shape(Mq, len);
   features_into(model, data.inputs.middleCols(f.begin + b * f.block, len), K, sb.kernel);
   auto R = sb.R.shape(Mq, len);
-  if (src.marginal_variance) gemm(1.0, post.Q, false, K, false, 0.0, R);
+  if (src.marginal_variance()) gemm(1.0, post.Q, false, K, false, 0.0, R);
   if (needs == BagNeeds::residual) {
     const BlockPicks p = picks_of(f, b);
     if (f.runs.c > 0) {
@@ -145,8 +145,6 @@ int KeptForwards::take(size_t& next, double need, double budget) {
   return static_cast<int>(next++);
 }
 
-bool reads_marginal_variance(const ModelSpec& source_spec) { return source_spec.expectation != Expectation::sample; }
-
 Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs) {
   return needs == BagNeeds::residual && source_spec.expectation != Expectation::sample ? source_spec.residual_pixels
                                                                                        : 0;
@@ -206,7 +204,7 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
     f.m.segment(off, len).noalias() = K.transpose() * post.alpha;
     if (model.spec.map_estimate)
       f.s2.segment(off, len).setZero();  // the likelihood is evaluated at f = m
-    else if (!src.marginal_variance)
+    else if (!src.marginal_variance())
       f.s2.segment(off, len).setConstant(std::numeric_limits<double>::quiet_NaN());  // not computed, not read
     else
       f.s2.segment(off, len) =
@@ -333,7 +331,7 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
       acc.g_alpha.noalias() += K * gm;
     }
     // s2 = k - diag(K^T Q K): dQ = -K diag(gs2) K^T.
-    if (src.marginal_variance) subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
+    if (src.marginal_variance()) subtract_weighted_gram(acc.g_Q_lower, K, gs2, ws.U);
     if (needs == BagNeeds::exact) acc.g_Q.noalias() -= (K * gCsym) * K.transpose();
     if (needs == BagNeeds::nystrom) gemm(1.0, g.gT.middleCols(off, len), false, K, true, 1.0, acc.g_B);
     if (q_only) continue;
@@ -342,7 +340,7 @@ void bag_backward(const Model& model, const Posterior& post, const Dataset& data
     // dL/dK from m and s2 (and T or C); without s2, R holds nothing yet.
     if (needs == BagNeeds::residual) {
       // dK = -2 R diag(gs2) + alpha gm^T + sum (B^T U) V^T
-      if (src.marginal_variance) {
+      if (src.marginal_variance()) {
         for (Index j = 0; j < len; ++j) dK.col(j) *= -2.0 * gs2[j];
         dK.noalias() += left * right.middleRows(off, len).transpose();
       } else {

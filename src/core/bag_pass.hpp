@@ -88,8 +88,9 @@ struct SourceTerm {
   // many pixels, each standing for a run of its neighbours (ResidualRuns); 0: at every pixel.
   Index residual_cap = 0;
   // Whether the bag term reads each pixel's variance s2 (and its gradient). The sampled
-  // expectation reads m, d and products with T only, so its pass skips s2's product Q K.
-  bool marginal_variance = true;
+  // expectation's draws m + T^T eps + sqrt(d) eta read m, d and products with T only, so its pass
+  // skips s2's product Q K.
+  bool marginal_variance() const { return spec.expectation != Expectation::sample; }
 };
 
 // The runs of a bag's pixels that share one residual variance: n pixels in c runs (c < n), run k
@@ -159,10 +160,6 @@ KeptForwards& kept_forwards();
 // model's residual_pixels for the deterministic expectations, 0 (every pixel) for the sampled one,
 // whose draws take each pixel's own residual variance as its independent part.
 Index residual_cap_of(const ModelSpec& source_spec, BagNeeds needs);
-
-// SourceTerm::marginal_variance of a source: false for the sampled expectation, whose draws
-// m + T^T eps + sqrt(d) eta take each pixel's variance as the sum of its two parts.
-bool reads_marginal_variance(const ModelSpec& source_spec);
 
 // The bytes a bag's kept blocks take (K, R, the kernel's buffers, and S and Kp at the picks) and its
 // T: each block's buffers are sized to its pixels, and after a bag of full blocks they hold that

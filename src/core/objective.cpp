@@ -240,7 +240,6 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
     t.unit_offset = source_unit_effect_offset(model, s);
     t.needs = bag_needs(t.spec);
     t.residual_cap = residual_cap_of(t.spec, t.needs);
-    t.marginal_variance = reads_marginal_variance(t.spec);
     needs.push_back(t.needs);
     sources.push_back(std::move(t));
   }
