@@ -37,6 +37,16 @@ def space_part(model_text):
     return log_ls, sds.get("log_lengthscale", np.nan), log_var, sds.get("log_variance", np.nan)
 
 
+def pixel_calibration(holdout):
+    """(signed error, calibration error, outside a calibrated model's 90 % band) of a holdout.json:
+    the mean over the interval levels of coverage minus level, of its absolute value, and whether
+    the latter exceeds the band."""
+    pixel = holdout["pixel"]
+    gap = np.array(pixel["coverage"]) - np.array(holdout["interval_levels"])
+    error = np.abs(gap).mean()
+    return gap.mean(), error, error > pixel["calibrated_error_p90"]
+
+
 def main(root):
     rows = []
     for seed_dir in sorted(pathlib.Path(root).iterdir(), key=lambda p: (len(p.name), p.name)):
@@ -44,12 +54,9 @@ def main(root):
         if not (model.is_file() and holdout.is_file()):
             continue
         h = json.loads(holdout.read_text())
-        pixel = h["pixel"]
-        coverage, levels = np.array(pixel["coverage"]), np.array(h["interval_levels"])
         log_ls, sd, _, _ = space_part(model.read_text())
-        error = np.abs(coverage - levels).mean()
-        rows.append((seed_dir.name, (coverage - levels).mean(), error, error > pixel["calibrated_error_p90"],
-                     pixel["mse"], log_ls, sd))
+        signed, error, outside = pixel_calibration(h)
+        rows.append((seed_dir.name, signed, error, outside, h["pixel"]["mse"], log_ls, sd))
     if len(rows) < 3:
         sys.exit(f"{root}: fewer than three kept fits")
     print("| seed | signed calibration error | outside the band | pixel MSE | space log lengthscale | its spread sd |")

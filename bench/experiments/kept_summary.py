@@ -19,6 +19,8 @@ import sys
 
 import numpy as np
 
+from fitted_lengthscales import pixel_calibration
+
 
 def at(levels, values, level):
     return values[int(np.argmin(np.abs(np.asarray(levels) - level)))]
@@ -32,11 +34,10 @@ def summary(root):
             continue
         h, c = json.loads(holdout.read_text()), json.loads(cv.read_text())
         levels, pixel = h["interval_levels"], h["pixel"]
-        coverage = np.array(pixel["coverage"])
-        error = np.abs(coverage - np.array(levels)).mean()
+        signed, error, outside = pixel_calibration(h)
         rows.append({
-            "mse": pixel["mse"], "error": error, "signed": (coverage - np.array(levels)).mean(),
-            "outside": error > pixel["calibrated_error_p90"], "cov95": at(levels, coverage, 0.95),
+            "mse": pixel["mse"], "error": error, "signed": signed, "outside": outside,
+            "cov95": at(levels, pixel["coverage"], 0.95),
             "held": [at(levels, h["count_coverage"], x) for x in (0.5, 0.8, 0.95)],
             "cv": [at(c["interval_levels"], c["count_coverage"], x) for x in (0.5, 0.8, 0.95)],
             "cv_pixel95": at(c["interval_levels"], c["pixel_coverage"], 0.95),
