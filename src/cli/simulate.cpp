@@ -355,7 +355,7 @@ int simulate_main(int argc, char** argv) {
       "swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");
-  std::string kind, out, size = "160x120";
+  std::string kind, out, size = "160x120", covariate_effects = "linear";
   unsigned long long seed = 1;
   int units = 60, covariates = 4, bags = 100, months = 0, field_frequencies = 40;
   double bag_mean = 150, bag_sd = 50, unit_noise = 0, survey_noise = 0;
@@ -390,6 +390,13 @@ int simulate_main(int argc, char** argv) {
                  "covariates, population, units and every other draw stay the same")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--covariate-effects", covariate_effects,
+                 "country: how the covariates enter the log intensity: linear (a coefficient each, the fixed "
+                 "effects of R disaggregation's model) or nonlinear (a hump in temperature, a threshold in "
+                 "rainfall, the product of night lights and travel time; linear in any further covariate), which "
+                 "a linear mean cannot follow. The covariates, population, field and units stay the same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"linear", "nonlinear"}));
   app.add_option("--months", months,
                  "country: months of a seasonal country from January 2019 (0: none). Adds the monthly rainfall "
                  "(rain_monthly.tif, a band per month), the true monthly intensities (truth_intensity_<YYYY-MM>.tif), "
@@ -420,6 +427,8 @@ int simulate_main(int argc, char** argv) {
       o.survey_noise_sd = survey_noise;
       o.months = months;
       o.field_frequencies = field_frequencies;
+      o.covariate_effects = covariate_effects == "nonlinear" ? CountryOptions::CovariateEffects::nonlinear
+                                                             : CountryOptions::CovariateEffects::linear;
       o.seed = seed;
       simulate_country(out, o);
     } else {

@@ -24,6 +24,11 @@ struct CountryOptions {
   // more, g is closer to a draw of a Gaussian process with an rbf kernel; the covariates,
   // population, units and every other stream are the same whatever their number.
   int field_frequencies = 40;
+  // How the covariates enter log lambda: linear (beta' x, the model class of R disaggregation's
+  // fixed effects) or nonlinear (a hump in the first, a threshold in the second, the product of
+  // the third and fourth, linear beyond; see covariate_effect), which no linear mean can follow.
+  enum class CovariateEffects { linear, nonlinear };
+  CovariateEffects covariate_effects = CovariateEffects::linear;
   // Months of a seasonal country (0: none), from January of first_year.
   int months = 0;
   int first_year = 2019;
@@ -46,7 +51,10 @@ struct Country {
   // positives ~ Binomial(tested, population-weighted mean prevalence of the unit, moved by the
   // survey noise on its logit).
   Vector prevalence, tested, positives;
-  std::vector<double> beta;  // true coefficients of the standardised covariates
+  // True coefficients of the standardised covariates (with nonlinear effects, only those beyond
+  // the fourth enter; the rest are drawn all the same, so every later draw stays the same).
+  std::vector<double> beta;
+  Vector covariate_effect;  // the covariates' part of log lambda at each pixel (mean 0 if nonlinear)
   // Coarser units over the same country: each unit lies in the province of the nearest of
   // max(2, units / 6) province seeds, and each province reports its own count (another year's:
   // y_p ~ Poisson(e^{u_p} sum of its pixels' p_i lambda_i), u_p like u_a).

@@ -473,6 +473,16 @@ TEST_F(EndToEnd, SimulateIsDeterministic) {
   more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s4 --field-frequencies 0 -q");
   EXPECT_NE(more.code, 0);
   EXPECT_NE(more.output.find("--field-frequencies"), std::string::npos) << more.output;
+  // Nonlinear covariate effects: the same covariates and people, another truth.
+  more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
+             "/s5 --size 30x20 --units 5 --seed 4 --covariate-effects nonlinear -q");
+  ASSERT_EQ(more.code, 0) << more.output;
+  for (const char* f : {"temperature.tif", "population.tif"})
+    EXPECT_EQ(read_text(d() + "/s1/" + f), read_text(d() + "/s5/" + f)) << f;
+  EXPECT_NE(read_text(d() + "/s1/truth_intensity.tif"), read_text(d() + "/s5/truth_intensity.tif"));
+  more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s6 --covariate-effects quadratic -q");
+  EXPECT_NE(more.code, 0);
+  EXPECT_NE(more.output.find("--covariate-effects"), std::string::npos) << more.output;
   const auto r =
       run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
   ASSERT_EQ(r.code, 0) << r.output;

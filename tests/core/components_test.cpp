@@ -240,6 +240,47 @@ TEST(Country, FieldFrequenciesChangeOnlyTheField) {
   EXPECT_THROW(make_country(o), ConfigError);
 }
 
+// The covariates' part of log lambda: with linear effects a regression of log lambda - g on the
+// covariates is exact; with nonlinear effects it leaves much of that part unexplained, and every
+// other part of the country is as it was.
+TEST(Country, NonlinearCovariateEffects) {
+  CountryOptions o;
+  o.width = 60;
+  o.height = 48;
+  o.units = 20;
+  const Country linear = make_country(o);
+  o.covariate_effects = CountryOptions::CovariateEffects::nonlinear;
+  const Country bent = make_country(o);
+  EXPECT_EQ(linear.population, bent.population);
+  EXPECT_EQ(linear.unit_of_pixel, bent.unit_of_pixel);
+  EXPECT_EQ(linear.field, bent.field);
+  EXPECT_EQ(linear.beta, bent.beta);
+  // The share of the covariates' part a least-squares fit on [1, x] explains (pixels off the lake).
+  auto explained = [](const Country& c) {
+    std::vector<Index> land;
+    for (Index i = 0; i < c.population.size(); ++i)
+      if (!std::isnan(c.covariates[0][i])) land.push_back(i);
+    const Index n = static_cast<Index>(land.size()), K = static_cast<Index>(c.covariates.size());
+    Matrix X(n, K + 1);
+    Vector h(n);
+    for (Index r = 0; r < n; ++r) {
+      const Index i = land[static_cast<size_t>(r)];
+      X(r, 0) = 1;
+      for (Index k = 0; k < K; ++k) X(r, k + 1) = c.covariates[static_cast<size_t>(k)][i];
+      h[r] = std::log(c.intensity[i]) - c.field[i];
+    }
+    const Vector residual = h - X * X.colPivHouseholderQr().solve(h);
+    return 1 - residual.squaredNorm() / (h.array() - h.mean()).square().sum();
+  };
+  EXPECT_NEAR(explained(linear), 1.0, 1e-10);
+  EXPECT_LT(explained(bent), 0.6);
+  // The nonlinear part has mean 0 over the grid and about the linear part's spread.
+  EXPECT_NEAR(bent.covariate_effect.mean(), 0.0, 1e-12);
+  const auto sd = [](const Vector& v) { return std::sqrt((v.array() - v.mean()).square().mean()); };
+  EXPECT_GT(sd(bent.covariate_effect), 0.5 * sd(linear.covariate_effect));
+  EXPECT_LT(sd(bent.covariate_effect), 2.0 * sd(linear.covariate_effect));
+}
+
 TEST(SwissRoll, BagSizesAndRates) {
   SwissRollOptions o;
   o.bags = 400;
