@@ -157,9 +157,12 @@ TEST(Settings, SeveralTasksGetVariationalFixedEffectsAndAnnealedSteps) {
   const Settings joint = with({});
   EXPECT_EQ(model_spec(joint).num_tasks(), 2);
   EXPECT_EQ(model_spec(joint).fixed_effects, FixedEffects::variational);
-  // Every source's term deterministic (the clusters' binomial by its delta method): L-BFGS.
+  // Every source's term deterministic (the clusters' binomial by its delta method): L-BFGS, and
+  // the polish after a shorter budget, as for one source.
   EXPECT_EQ(choose_optimizer(joint, 1000), Optimizer::lbfgs);
-  EXPECT_EQ(fit_options(joint, 1, 1000).epochs, 300);
+  EXPECT_EQ(fit_options(joint, 1, 1000).epochs, kEpochsBeforePolish);
+  EXPECT_EQ(fit_options(joint, 1, 1000).polish, std::min(kAutoPolish, kEpochsBeforePolish));
+  EXPECT_EQ(fit_options(with({"train.polish=0"}), 1, 1000).epochs, 300);
   // Sampled: Adam, with the annealed steps over 1000 epochs.
   const Settings sampled = with({"model.expectation=sample"});
   ASSERT_EQ(choose_optimizer(sampled, 1000), Optimizer::adam);
@@ -189,8 +192,8 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
       ConfigError);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({"model.expectation=sample"})), 10), Optimizer::adam);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({})), kFullBatchPixels + 1), Optimizer::natgrad);
-  // Full batch: L-BFGS and, where measured (one period, one source, a variational model), the
-  // polish after it; L-BFGS without it for a MAP estimate, Adam above the full-batch size.
+  // Full batch: L-BFGS and, where measured (a variational model), the polish after it; L-BFGS without it for a MAP
+  // estimate, Adam above the full-batch size.
   const Settings defaults = settings_of(defaults_with({}));
   EXPECT_EQ(choose_optimizer(defaults, kFullBatchPixels), Optimizer::lbfgs);
   // One period's L-BFGS budget bounds its polish too.
