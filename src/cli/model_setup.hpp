@@ -49,8 +49,8 @@ int default_epochs(const Settings& settings, Optimizer optimizer);
 // train.polish when auto: kAutoPolish evaluations, or the fit's epochs if fewer, after an L-BFGS
 // fit of a variational model, where the polish was measured (docs/experiments.md, "The polish
 // after L-BFGS" for one period, "A shorter L-BFGS, then the polish" for several, "The polish for
-// several sources"); else none. L-BFGS over q's entries and the rest together stopped at its budget far from the
-// optimum where the counts pin the field, with intervals up to twice too wide.
+// several sources"); else none. L-BFGS over q's entries and the rest together stopped at its
+// budget far from the optimum where the counts pin the field, with intervals up to twice too wide.
 constexpr int kAutoPolish = 300;
 int default_polish(const Settings& settings, Optimizer optimizer, int epochs);
 // train.schedule, or with auto anneal for a fit of several tasks and constant otherwise.

@@ -165,24 +165,24 @@ void add_months(Country& c, const CountryOptions& o) {
   }
 }
 
-// h(x), the covariates' part of log lambda, from the standardised covariates z_k. Linear: beta' z.
-// Nonlinear, as malaria's drivers act: a hump in the first (transmission peaks at a middle
-// temperature), a threshold in the second (rain matters up to a point), the product of the third
-// and fourth (an interaction), each term about as strong as the linear one it replaces; linear in
-// the fifth and later. Its mean over the grid is taken out, so the country's mean incidence stays
-// near the linear one's.
-Vector covariate_effect(const std::vector<Vector>& z, const std::vector<double>& beta,
-                        CountryOptions::CovariateEffects effects) {
-  const Index K = static_cast<Index>(z.size()), N = z[0].size();
-  Vector h = Vector::Zero(N);
+// Adds h(x), the covariates' part of log lambda, from the standardised covariates z_k. Linear:
+// beta' z, term by term in the order every country before the nonlinear option summed it, so
+// linear countries are the same to the last bit. Nonlinear, as malaria's drivers act: a hump in
+// the first (transmission peaks at a middle temperature), a threshold in the second (rain matters
+// up to a point), the product of the third and fourth (an interaction), each term about as strong
+// as the linear one it replaces; linear in the fifth and later. Its mean over the grid is taken
+// out, so the country's mean incidence stays near the linear one's.
+void add_covariate_effect(Vector& loglam, const std::vector<Vector>& z, const std::vector<double>& beta,
+                          CountryOptions::CovariateEffects effects) {
+  const Index K = static_cast<Index>(z.size()), N = loglam.size();
   const bool nonlinear = effects == CountryOptions::CovariateEffects::nonlinear;
-  for (Index k = nonlinear ? std::min<Index>(K, 4) : 0; k < K; ++k) h += beta[static_cast<size_t>(k)] * z[k];
-  if (!nonlinear) return h;
+  for (Index k = nonlinear ? std::min<Index>(K, 4) : 0; k < K; ++k) loglam += beta[static_cast<size_t>(k)] * z[k];
+  if (!nonlinear) return;
   Vector bent = 1.5 * (-z[0].array().square()).exp();
   if (K > 1) bent.array() += 0.5 * (2.0 * (z[1].array() - 0.3)).tanh();
   if (K > 3) bent.array() += 0.5 * z[2].array() * z[3].array();
   if (K == 3) bent += beta[2] * z[2];
-  return h + bent - Vector::Constant(N, bent.mean());
+  loglam += bent - Vector::Constant(N, bent.mean());
 }
 
 }  // namespace
@@ -228,8 +228,10 @@ Country make_country(const CountryOptions& o) {
   c.population = logpop.array().exp();
   // log lambda = beta0 + h(x) + g(s): about 5 % incidence on average.
   c.field = 0.5 * latent_field(o.width, o.height, extent * 0.25, o.field_frequencies, o.seed, rng);
-  c.covariate_effect = covariate_effect(standard, c.beta, o.covariate_effects);
-  Vector loglam = Vector::Constant(N, std::log(0.05)) + c.field + c.covariate_effect;
+  const Vector base = Vector::Constant(N, std::log(0.05)) + c.field;
+  Vector loglam = base;
+  add_covariate_effect(loglam, standard, c.beta, o.covariate_effects);
+  c.covariate_effect = loglam - base;
   c.intensity = loglam.array().exp();
   // A lake: covariates missing and nobody living there.
   const double lx = 0.3 * o.width, ly = 0.6 * o.height, lr = 0.06 * extent;

@@ -26,7 +26,7 @@ struct CountryOptions {
   int field_frequencies = 40;
   // How the covariates enter log lambda: linear (beta' x, the model class of R disaggregation's
   // fixed effects) or nonlinear (a hump in the first, a threshold in the second, the product of
-  // the third and fourth, linear beyond; see covariate_effect), which no linear mean can follow.
+  // the third and fourth, linear beyond; see add_covariate_effect), which no linear mean can follow.
   enum class CovariateEffects { linear, nonlinear };
   CovariateEffects covariate_effects = CovariateEffects::linear;
   // Months of a seasonal country (0: none), from January of first_year.

@@ -192,8 +192,8 @@ TEST(Settings, ModelSpecResolvesAutoAndRefusesUndefinedModels) {
       ConfigError);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({"model.expectation=sample"})), 10), Optimizer::adam);
   EXPECT_EQ(choose_optimizer(settings_of(defaults_with({})), kFullBatchPixels + 1), Optimizer::natgrad);
-  // Full batch: L-BFGS and, where measured (a variational model), the polish after it; L-BFGS without it for a MAP
-  // estimate, Adam above the full-batch size.
+  // Full batch: L-BFGS and, where measured (a variational model), the polish after it; L-BFGS
+  // without it for a MAP estimate, Adam above the full-batch size.
   const Settings defaults = settings_of(defaults_with({}));
   EXPECT_EQ(choose_optimizer(defaults, kFullBatchPixels), Optimizer::lbfgs);
   // One period's L-BFGS budget bounds its polish too.
