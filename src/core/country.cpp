@@ -170,18 +170,20 @@ void add_months(Country& c, const CountryOptions& o) {
 // linear countries are the same to the last bit. Nonlinear, as malaria's drivers act: a hump in
 // the first (transmission peaks at a middle temperature), a threshold in the second (rain matters
 // up to a point), the product of the third and fourth (an interaction), each term about as strong
-// as the linear one it replaces; linear in the fifth and later. Its mean over the grid is taken
-// out, so the country's mean incidence stays near the linear one's.
+// as the linear one it replaces; linear in any covariate they leave (the third of three, the fifth
+// and later). Their mean over the grid is taken out, so the country's mean incidence stays near
+// the linear one's.
 void add_covariate_effect(Vector& loglam, const std::vector<Vector>& z, const std::vector<double>& beta,
                           CountryOptions::CovariateEffects effects) {
   const Index K = static_cast<Index>(z.size()), N = loglam.size();
   const bool nonlinear = effects == CountryOptions::CovariateEffects::nonlinear;
-  for (Index k = nonlinear ? std::min<Index>(K, 4) : 0; k < K; ++k) loglam += beta[static_cast<size_t>(k)] * z[k];
+  // The covariates the nonlinear terms take: the first, the second, the third and fourth as a pair.
+  const Index bent_covariates = !nonlinear ? 0 : K >= 4 ? 4 : std::min<Index>(K, 2);
+  for (Index k = bent_covariates; k < K; ++k) loglam += beta[static_cast<size_t>(k)] * z[k];
   if (!nonlinear) return;
   Vector bent = 1.5 * (-z[0].array().square()).exp();
   if (K > 1) bent.array() += 0.5 * (2.0 * (z[1].array() - 0.3)).tanh();
   if (K > 3) bent.array() += 0.5 * z[2].array() * z[3].array();
-  if (K == 3) bent += beta[2] * z[2];
   loglam += bent - Vector::Constant(N, bent.mean());
 }
 

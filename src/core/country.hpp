@@ -26,7 +26,7 @@ struct CountryOptions {
   int field_frequencies = 40;
   // How the covariates enter log lambda: linear (beta' x, the model class of R disaggregation's
   // fixed effects) or nonlinear (a hump in the first, a threshold in the second, the product of
-  // the third and fourth, linear beyond; see add_covariate_effect), which no linear mean can follow.
+  // the third and fourth, linear in the rest; see add_covariate_effect), which no linear mean can follow.
   enum class CovariateEffects { linear, nonlinear };
   CovariateEffects covariate_effects = CovariateEffects::linear;
   // Months of a seasonal country (0: none), from January of first_year.
@@ -51,8 +51,9 @@ struct Country {
   // positives ~ Binomial(tested, population-weighted mean prevalence of the unit, moved by the
   // survey noise on its logit).
   Vector prevalence, tested, positives;
-  // True coefficients of the standardised covariates (with nonlinear effects, only those beyond
-  // the fourth enter; the rest are drawn all the same, so every later draw stays the same).
+  // True coefficients of the standardised covariates (with nonlinear effects, only those of the
+  // covariates the nonlinear terms leave enter; the rest are drawn all the same, so every later
+  // draw stays the same).
   std::vector<double> beta;
   Vector covariate_effect;  // the covariates' part of log lambda at each pixel (mean 0 if nonlinear)
   // Coarser units over the same country: each unit lies in the province of the nearest of
