@@ -40,12 +40,15 @@ work_folder "$keep"
 levels="0.025 0.05 0.1 0.15 0.2 0.25 0.75 0.8 0.85 0.9 0.95 0.975"
 seconds() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# A model's maps scored on one side's units (score_maps.py's columns).
-score() {
-  local d=$1 ids=$2 mean=$3
-  shift 3
-  /usr/bin/python3 "$here/score_maps.py" "$d/data/truth_intensity.tif" "$d/data/population.tif" \
-    "$d/data/units.gpkg" "$d/$ids" "$mean" "$@"
+# A model's maps scored against the truth (score_maps.py), as the table's two pixel cells: the
+# held-out units' pixels, then every unit's. pixel_cells D MEAN QUANTILE...
+pixel_cells() {
+  local d=$1 mean=$2 corr mse err c50 c95 amse aerr a50 a95
+  shift 2
+  local common=("$d/data/truth_intensity.tif" "$d/data/population.tif" "$d/data/units.gpkg")
+  read -r corr mse err c50 c95 _ < <(/usr/bin/python3 "$here/score_maps.py" "${common[@]}" "$d/holdout_ids" "$mean" "$@")
+  read -r _ amse aerr a50 a95 _ < <(/usr/bin/python3 "$here/score_maps.py" "${common[@]}" "$d/all_ids" "$mean" "$@")
+  echo "$corr, $mse, $err, $c50 / $c95 | $amse, $aerr, $a50 / $a95"
 }
 # Held-out counts of the incumbent: log-MSE, coverage at 50 and 95 % (from its holdout.csv).
 incumbent_counts() {
@@ -82,23 +85,18 @@ for effect in $effects; do
       fi
       quantiles=()
       for l in $levels; do quantiles+=("$d/$variant/maps/intensity_q$l.tif"); done
-      read -r corr mse err c50 c95 _ < <(score "$d" holdout_ids "$d/$variant/maps/intensity_mean.tif" "${quantiles[@]}")
-      read -r _ amse aerr a50 a95 _ < <(score "$d" all_ids "$d/$variant/maps/intensity_mean.tif" "${quantiles[@]}")
       j="$d/$variant/eval.json"
-      printf "| %s | %s | %s | %s | %s, %s, %s, %s / %s | %s, %s, %s / %s | %.3f, %s / %s |\n" "$effect" "$seed" \
-        "$variant" "$fit_s" "$corr" "$mse" "$err" "$c50" "$c95" "$amse" "$aerr" "$a50" "$a95" "$(top "$j" bag_log_mse)" \
+      printf "| %s | %s | %s | %s | %s | %.3f, %s / %s |\n" "$effect" "$seed" "$variant" "$fit_s" \
+        "$(pixel_cells "$d" "$d/$variant/maps/intensity_mean.tif" "${quantiles[@]}")" "$(top "$j" bag_log_mse)" \
         "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)"
     done
-    start=$(date +%s.%N)
     Rscript "$here/incumbent.R" "$d/data" "$d/train_ids" "$d/holdout_ids" "$d/incumbent" 500 >"$d/incumbent.log" 2>&1 ||
       { echo "incumbent.R failed on $effect $seed; its log: $d/incumbent.log" >&2; tail -5 "$d/incumbent.log" >&2; exit 1; }
     fit_s=$(awk '/^prepare_s|^fit_s/ { s += $2 } END { printf "%.1f", s }' "$d/incumbent/fit.txt")
     quantiles=()
     for b in $(seq 1 12); do quantiles+=("$d/incumbent/quantiles.tif:$b"); done
-    read -r corr mse err c50 c95 _ < <(score "$d" holdout_ids "$d/incumbent/mean.tif" "${quantiles[@]}")
-    read -r _ amse aerr a50 a95 _ < <(score "$d" all_ids "$d/incumbent/mean.tif" "${quantiles[@]}")
     read -r lmse k50 k95 < <(incumbent_counts "$d/incumbent/holdout.csv")
-    printf "| %s | %s | incumbent | %s | %s, %s, %s, %s / %s | %s, %s, %s / %s | %s, %s / %s |\n" "$effect" "$seed" \
-      "$fit_s" "$corr" "$mse" "$err" "$c50" "$c95" "$amse" "$aerr" "$a50" "$a95" "$lmse" "$k50" "$k95"
+    printf "| %s | %s | incumbent | %s | %s | %s, %s / %s |\n" "$effect" "$seed" "$fit_s" \
+      "$(pixel_cells "$d" "$d/incumbent/mean.tif" "${quantiles[@]}")" "$lmse" "$k50" "$k95"
   done
 done
