@@ -212,8 +212,13 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
                                int samples, int threads, bool progress, const std::string& report_dir,
                                FoldBlocks blocks) {
   const io::BuiltData raw = build_data(m.config, report_dir);
-  const std::vector<Index> fold =
-      blocks == FoldBlocks::time ? time_folds(raw, folds) : spatial_folds(unit_centroids(raw), folds, seed);
+  // Space: the blocks are placed by the first source's units (its bags come first), so its folds
+  // are those of its fit alone.
+  Index first_source = 0;
+  while (first_source < raw.dataset.num_bags() && raw.dataset.source_of(first_source) == 0) ++first_source;
+  const std::vector<Index> fold = blocks == FoldBlocks::time
+                                      ? time_folds(raw, folds)
+                                      : spatial_folds(unit_centroids(raw), folds, seed, first_source);
   Config config = m.config;
   config.set("train.patience", "0");
   CrossValidation cv;

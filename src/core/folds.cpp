@@ -1,6 +1,7 @@
 #include "folds.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 
 #include "inducing.hpp"
@@ -8,7 +9,15 @@
 namespace vbagg {
 
 std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed) {
-  const Index n = centroids.cols();
+  return spatial_folds(centroids, folds, seed, centroids.cols());
+}
+
+std::vector<Index> spatial_folds(const Matrix& all, Index folds, unsigned long long seed, Index placing) {
+  if (placing < 0 || placing > all.cols())
+    throw std::invalid_argument("spatial_folds: " + std::to_string(placing) + " placing units of " +
+                                std::to_string(all.cols()));
+  const auto centroids = all.leftCols(placing);
+  const Index n = placing;
   if (folds < 2) throw ConfigError("cross-validation needs at least 2 folds");
   if (folds > n)
     throw ConfigError("cross-validation with " + std::to_string(folds) +
@@ -43,6 +52,11 @@ std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned 
     fold[static_cast<size_t>(pick)] = f;
     --size[static_cast<size_t>(largest)];
     ++size[static_cast<size_t>(f)];
+  }
+  for (Index a = n; a < all.cols(); ++a) {
+    Index best = 0;
+    (centres.colwise() - all.col(a)).colwise().squaredNorm().minCoeff(&best);
+    fold.push_back(best);
   }
   return fold;
 }

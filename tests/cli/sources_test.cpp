@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -134,6 +135,20 @@ TEST_F(Sources, CrossValidationPoolsEachSource) {
   EXPECT_EQ(r.metrics.more_sources[0].count_coverage.size(), r.metrics.levels.size());
   EXPECT_NE(r.table.find("source 'provinces' (4 units held out)"), std::string::npos) << r.table;
   EXPECT_NE(test::read_text(e.json).find("\"more_sources\": ["), std::string::npos);
+  // The units place the blocks: each unit is held out in the fold the units' fit alone holds it
+  // out in, whatever the provinces' centroids.
+  TrainArgs alone = t;
+  alone.config_path = path("data/data.yaml");
+  alone.out = path("fit_units_cv");
+  run_train(alone);
+  EvalArgs ea = e;
+  ea.model_path = alone.out + "/model.yaml";
+  ea.json.clear();
+  const Metrics units_alone = run_eval(ea).metrics;
+  ASSERT_EQ(units_alone.unit_ids, r.metrics.unit_ids);
+  EXPECT_EQ(units_alone.fold, r.metrics.fold);
+  EXPECT_GT(std::count(r.metrics.fold.begin(), r.metrics.fold.end(), 0), 0);
+  EXPECT_GT(std::count(r.metrics.fold.begin(), r.metrics.fold.end(), 1), 0);
 }
 
 TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {
