@@ -83,9 +83,10 @@ int eval_main(int argc, char** argv) {
                                ->capture_default_str();
   app.add_option("--cv", args.folds,
                  "Spatially blocked K-fold cross-validation instead of one split: units grouped into K blocks by "
-                 "k-means on their centroids, the model's configuration refitted K times (each without one block, "
-                 "early stopping off), and every metric reported as mean and sd over the folds, with coverage and "
-                 "PIT pooled over every unit")
+                 "k-means on their centroids (with several sources, on the first source's: it is held out as in a "
+                 "cross-validation of its fit alone, and every other unit joins the nearest block), the model's "
+                 "configuration refitted K times (each without one block, early stopping off), and every metric "
+                 "reported as mean and sd over the folds, with coverage and PIT pooled over every unit")
       ->check(CLI::Range(2, 1000))
       ->excludes(split_opt);
   app.add_option("--cv-seed", args.cv_seed, "Seed of the k-means blocks of --cv (default: train.holdout.seed)")
