@@ -210,15 +210,12 @@ std::vector<Index> time_folds(const io::BuiltData& built, Index folds) {
 
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
                                int samples, int threads, bool progress, const std::string& report_dir,
-                               FoldBlocks blocks) {
+                               FoldBlocks blocks, Index blocks_source) {
   const io::BuiltData raw = build_data(m.config, report_dir);
-  // Space: the blocks are placed by the first source's units (its bags come first), so its folds
-  // are those of its fit alone.
-  Index first_source = 0;
-  while (first_source < raw.dataset.num_bags() && raw.dataset.source_of(first_source) == 0) ++first_source;
   const std::vector<Index> fold = blocks == FoldBlocks::time
                                       ? time_folds(raw, folds)
-                                      : spatial_folds(unit_centroids(raw), folds, seed, first_source);
+                                      : spatial_folds(unit_centroids(raw), folds, seed,
+                                                      raw.dataset.bags_of_source(static_cast<int>(blocks_source)));
   Config config = m.config;
   config.set("train.patience", "0");
   CrossValidation cv;

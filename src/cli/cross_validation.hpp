@@ -25,9 +25,11 @@ struct CrossValidation {
 
 // Refits m's configuration once per fold (train.patience is off: the held-out fold is the test
 // set, not an early-stopping set) and evaluates each fit on its fold. report_dir: as build_data's.
+// Spatial blocks are placed by the units of source blocks_source (spatial_folds' `placing`): they
+// are held out as a cross-validation of that source's fit alone holds them out.
 CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long long seed, const Truth& truth,
                                int samples, int threads, bool progress, const std::string& report_dir,
-                               FoldBlocks blocks = FoldBlocks::space);
+                               FoldBlocks blocks = FoldBlocks::space, Index blocks_source = 0);
 
 // Fold k of K holds periods [k P / K, (k + 1) P / K) of P; every unit's fold, from its period.
 // Throws ConfigError without a time axis or with more folds than periods.

@@ -16,6 +16,26 @@
 
 namespace vbagg::cli {
 
+namespace {
+
+// The source named by --cv-blocks (0 when it is not given).
+Index cv_blocks_source(const LoadedModel& m, const EvalArgs& args) {
+  if (args.cv_blocks.empty()) return 0;
+  if (args.cv_by != "space") throw ConfigError("--cv-blocks places spatial blocks; it cannot go with --cv-by time");
+  const ModelSpec& spec = m.file.model.spec;
+  if (spec.more_sources.empty())
+    throw ConfigError("--cv-blocks " + args.cv_blocks + ": the model has one source, which places the blocks");
+  std::string names = "'" + spec.source_name + "'";
+  if (args.cv_blocks == spec.source_name) return 0;
+  for (size_t s = 0; s < spec.more_sources.size(); ++s) {
+    if (args.cv_blocks == spec.more_sources[s].name) return static_cast<Index>(s) + 1;
+    names += ", '" + spec.more_sources[s].name + "'";
+  }
+  throw ConfigError("--cv-blocks " + args.cv_blocks + ": the model has no such source (its sources: " + names + ")");
+}
+
+}  // namespace
+
 EvalResult run_eval(const EvalArgs& args) {
   if (args.split != "train" && args.split != "holdout" && args.split != "all")
     throw ConfigError("--split " + args.split + ": expected train, holdout or all");
@@ -38,7 +58,7 @@ EvalResult run_eval(const EvalArgs& args) {
       throw ConfigError("--cv-by " + args.cv_by + ": expected space or time");
     const CrossValidation cv =
         cross_validate(m, args.folds, seed, {args.truth, args.truth_task}, samples, threads, args.progress, report_dir,
-                       args.cv_by == "time" ? FoldBlocks::time : FoldBlocks::space);
+                       args.cv_by == "time" ? FoldBlocks::time : FoldBlocks::space, cv_blocks_source(m, args));
     r.metrics = cv.pooled;
     r.table = cross_validation_table(cv);
     r.json = cross_validation_json(cv);
@@ -81,16 +101,22 @@ int eval_main(int argc, char** argv) {
   CLI::Option* split_opt = app.add_option("--split", args.split, "Units to evaluate")
                                ->check(CLI::IsMember({"train", "holdout", "all"}))
                                ->capture_default_str();
-  app.add_option("--cv", args.folds,
-                 "Spatially blocked K-fold cross-validation instead of one split: units grouped into K blocks by "
-                 "k-means on their centroids (with several sources, on the first source's: it is held out as in a "
-                 "cross-validation of its fit alone, and every other unit joins the nearest block), the model's "
-                 "configuration refitted K times (each without one block, early stopping off), and every metric "
-                 "reported as mean and sd over the folds, with coverage and PIT pooled over every unit")
-      ->check(CLI::Range(2, 1000))
-      ->excludes(split_opt);
+  CLI::Option* cv_opt =
+      app.add_option(
+             "--cv", args.folds,
+             "Spatially blocked K-fold cross-validation instead of one split: units grouped into K blocks by "
+             "k-means on their centroids (with several sources, on those of one source: see --cv-blocks), the "
+             "model's configuration refitted K times (each without one block, early stopping off), and every metric "
+             "reported as mean and sd over the folds, with coverage and PIT pooled over every unit")
+          ->check(CLI::Range(2, 1000))
+          ->excludes(split_opt);
   app.add_option("--cv-seed", args.cv_seed, "Seed of the k-means blocks of --cv (default: train.holdout.seed)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--cv-blocks", args.cv_blocks,
+                 "With several sources, the source whose units place the blocks of --cv (default: the first): "
+                 "its units are held out as in a cross-validation of its fit alone, so the two compare unit by "
+                 "unit, and every other unit joins the nearest block")
+      ->needs(cv_opt);
   app.add_option("--cv-by", args.cv_by,
                  "How --cv blocks the units: space (k-means on centroids; a space-time unit's periods stay in one "
                  "fold) or time (a space-time model's periods in K blocks of consecutive periods, each held out "

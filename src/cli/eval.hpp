@@ -17,6 +17,7 @@ struct EvalArgs {
   int folds = 0;                  // > 0: spatially blocked cross-validation with this many folds
   long long cv_seed = -1;         // seed of the blocks; < 0: train.holdout.seed
   std::string cv_by = "space";    // space: k-means blocks of units; time: blocks of consecutive periods
+  std::string cv_blocks;          // the source whose units place the space blocks (empty: the first)
   std::string unit;               // the unit whose seasonal curve the report draws (empty: the most cases)
   std::string truth;              // raster of the true intensity, for pixel metrics
   std::string truth_task;         // the task the truth is of (empty: the first)

@@ -8,16 +8,21 @@
 
 namespace vbagg {
 
-std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed) {
-  return spatial_folds(centroids, folds, seed, centroids.cols());
+namespace {
+
+struct FoldBlocksPlaced {
+  std::vector<Index> fold;
+  Matrix centres;  // 2 x folds
+};
+
+Index nearest_centre(const Matrix& centres, const Eigen::Ref<const Vector>& point) {
+  Index best = 0;
+  (centres.colwise() - point).colwise().squaredNorm().minCoeff(&best);
+  return best;
 }
 
-std::vector<Index> spatial_folds(const Matrix& all, Index folds, unsigned long long seed, Index placing) {
-  if (placing < 0 || placing > all.cols())
-    throw std::invalid_argument("spatial_folds: " + std::to_string(placing) + " placing units of " +
-                                std::to_string(all.cols()));
-  const auto centroids = all.leftCols(placing);
-  const Index n = placing;
+FoldBlocksPlaced place_fold_blocks(const Matrix& centroids, Index folds, unsigned long long seed) {
+  const Index n = centroids.cols();
   if (folds < 2) throw ConfigError("cross-validation needs at least 2 folds");
   if (folds > n)
     throw ConfigError("cross-validation with " + std::to_string(folds) +
@@ -25,17 +30,17 @@ std::vector<Index> spatial_folds(const Matrix& all, Index folds, unsigned long l
   KMeansOptions km;
   km.seed = seed;
   km.iterations = 50;
-  const Matrix centres = kmeans_plus_plus(centroids, folds, km);
-  if (centres.cols() < folds)
-    throw ConfigError("only " + std::to_string(centres.cols()) + " distinct unit centroids: " + std::to_string(folds) +
-                      " spatial folds are not possible");
-  std::vector<Index> fold(static_cast<size_t>(n));
+  FoldBlocksPlaced b;
+  b.centres = kmeans_plus_plus(centroids, folds, km);
+  if (b.centres.cols() < folds)
+    throw ConfigError("only " + std::to_string(b.centres.cols()) +
+                      " distinct unit centroids: " + std::to_string(folds) + " spatial folds are not possible");
+  std::vector<Index>& fold = b.fold;
+  fold.resize(static_cast<size_t>(n));
   std::vector<Index> size(static_cast<size_t>(folds), 0);
   for (Index a = 0; a < n; ++a) {
-    Index best = 0;
-    (centres.colwise() - centroids.col(a)).colwise().squaredNorm().minCoeff(&best);
-    fold[static_cast<size_t>(a)] = best;
-    ++size[static_cast<size_t>(best)];
+    fold[static_cast<size_t>(a)] = nearest_centre(b.centres, centroids.col(a));
+    ++size[static_cast<size_t>(fold[static_cast<size_t>(a)])];
   }
   // A centre nobody is nearest to (possible after Lloyd's last move) takes the unit nearest to it
   // from the largest fold, so every fold holds units out.
@@ -46,18 +51,36 @@ std::vector<Index> spatial_folds(const Matrix& all, Index folds, unsigned long l
     double best = 0;
     for (Index a = 0; a < n; ++a) {
       if (fold[static_cast<size_t>(a)] != largest) continue;
-      const double d = (centroids.col(a) - centres.col(f)).squaredNorm();
+      const double d = (centroids.col(a) - b.centres.col(f)).squaredNorm();
       if (pick < 0 || d < best) pick = a, best = d;
     }
     fold[static_cast<size_t>(pick)] = f;
     --size[static_cast<size_t>(largest)];
     ++size[static_cast<size_t>(f)];
   }
-  for (Index a = n; a < all.cols(); ++a) {
-    Index best = 0;
-    (centres.colwise() - all.col(a)).colwise().squaredNorm().minCoeff(&best);
-    fold.push_back(best);
+  return b;
+}
+
+}  // namespace
+
+std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed) {
+  return place_fold_blocks(centroids, folds, seed).fold;
+}
+
+std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed,
+                                 const std::vector<Index>& placing) {
+  Matrix chosen(centroids.rows(), static_cast<Index>(placing.size()));
+  for (size_t i = 0; i < placing.size(); ++i) {
+    if (placing[i] < 0 || placing[i] >= centroids.cols())
+      throw std::invalid_argument("spatial_folds: placing unit " + std::to_string(placing[i]) + " of " +
+                                  std::to_string(centroids.cols()));
+    chosen.col(static_cast<Index>(i)) = centroids.col(placing[i]);
   }
+  const FoldBlocksPlaced b = place_fold_blocks(chosen, folds, seed);
+  std::vector<Index> fold(static_cast<size_t>(centroids.cols()));
+  for (Index a = 0; a < centroids.cols(); ++a)
+    fold[static_cast<size_t>(a)] = nearest_centre(b.centres, centroids.col(a));
+  for (size_t i = 0; i < placing.size(); ++i) fold[static_cast<size_t>(placing[i])] = b.fold[i];
   return fold;
 }
 

@@ -13,11 +13,12 @@ namespace vbagg {
 // for unless fewer distinct centroids exist, which is a ConfigError, as is folds < 2.
 std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed);
 
-// The same with the blocks placed by the first `placing` units alone: they get exactly the folds
-// spatial_folds gives them without the rest, and every later unit joins the fold of the nearest
-// block centre. A joint fit's first source is then held out fold by fold as in its fit alone, so
-// the two can be compared on the same held-out units, and another source's units (a province, a
-// survey cluster) go with the block they lie in.
-std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed, Index placing);
+// The same with the blocks placed by the listed units alone: they get exactly the folds
+// spatial_folds gives them without the rest, and every other unit joins the fold of the nearest
+// block centre. A joint fit's source is then held out fold by fold as in its fit alone, so the two
+// can be compared on the same held-out units, and the other sources' units (a province, a survey
+// cluster) go with the block they lie in.
+std::vector<Index> spatial_folds(const Matrix& centroids, Index folds, unsigned long long seed,
+                                 const std::vector<Index>& placing);
 
 }  // namespace vbagg

@@ -149,6 +149,31 @@ TEST_F(Sources, CrossValidationPoolsEachSource) {
   EXPECT_EQ(units_alone.fold, r.metrics.fold);
   EXPECT_GT(std::count(r.metrics.fold.begin(), r.metrics.fold.end(), 0), 0);
   EXPECT_GT(std::count(r.metrics.fold.begin(), r.metrics.fold.end(), 1), 0);
+  // --cv-blocks names the source that places them: the provinces, each fold holding some out.
+  EvalArgs by_provinces = e;
+  by_provinces.json.clear();
+  by_provinces.cv_blocks = "units";
+  EXPECT_EQ(run_eval(by_provinces).metrics.fold, r.metrics.fold);
+  by_provinces.cv_blocks = "provinces";
+  const Metrics p = run_eval(by_provinces).metrics;
+  ASSERT_EQ(p.more_sources.size(), 1u);
+  const std::vector<int>& province_fold = p.more_sources[0].fold;
+  ASSERT_EQ(province_fold.size(), 4u);
+  EXPECT_GT(std::count(province_fold.begin(), province_fold.end(), 0), 0);
+  EXPECT_GT(std::count(province_fold.begin(), province_fold.end(), 1), 0);
+  EXPECT_EQ(p.units, 24);
+  by_provinces.cv_blocks = "districts";
+  try {
+    run_eval(by_provinces);
+    ADD_FAILURE() << "an unknown source was accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("its sources: 'units', 'provinces'"), std::string::npos) << err.what();
+  }
+  by_provinces.cv_blocks = "provinces";
+  by_provinces.cv_by = "time";
+  EXPECT_THROW(run_eval(by_provinces), ConfigError);
+  ea.cv_blocks = "units";
+  EXPECT_THROW(run_eval(ea), ConfigError);  // one source places the blocks anyway
 }
 
 TEST_F(Sources, SurveyClustersAndTheUnitsSurvey) {

@@ -504,27 +504,39 @@ TEST(SpatialFolds, KMeansBlocksFollowTheGroups) {
   EXPECT_THROW(spatial_folds(Matrix::Zero(2, 10), 2, 7), ConfigError);
 }
 
-// Blocks placed by the first units alone: those units keep the folds they have without the rest,
-// however many others there are or where, and every later unit joins its nearest block.
-TEST(SpatialFolds, TheFirstUnitsPlaceTheBlocks) {
+// Blocks placed by some units alone: those units keep the folds they have without the rest,
+// however many others there are or where, and every other unit joins its nearest block.
+TEST(SpatialFolds, ChosenUnitsPlaceTheBlocks) {
   std::mt19937_64 rng(5);
   std::normal_distribution<double> normal;
-  Matrix first(2, 40);
-  for (Index a = 0; a < 40; ++a) first.col(a) << 100 * (a % 4) + normal(rng), 10 * normal(rng);
-  // Later units crowd one end: k-means on everything would move the blocks towards them.
+  Matrix chosen(2, 40);
+  for (Index a = 0; a < 40; ++a) chosen.col(a) << 100 * (a % 4) + normal(rng), 10 * normal(rng);
+  // The others crowd one end (k-means on everything would move the blocks towards them), and the
+  // chosen units are every third of the 140, not the first.
   Matrix all(2, 140);
-  all.leftCols(40) = first;
-  for (Index a = 40; a < 140; ++a) all.col(a) << 300 + 5 * normal(rng), 10 * normal(rng);
-  all.col(139) << 2, -1;  // one near the first group
-  const std::vector<Index> own = spatial_folds(first, 4, 9);
-  const std::vector<Index> fold = spatial_folds(all, 4, 9, 40);
+  std::vector<Index> placing;
+  for (Index a = 0, c = 0; a < 140; ++a) {
+    if (a % 3 == 1 && c < 40) {
+      placing.push_back(a);
+      all.col(a) = chosen.col(c++);
+    } else {
+      all.col(a) << 300 + 5 * normal(rng), 10 * normal(rng);
+    }
+  }
+  all.col(139) << 2, -1;  // one near the group at x = 0
+  const std::vector<Index> own = spatial_folds(chosen, 4, 9);
+  const std::vector<Index> fold = spatial_folds(all, 4, 9, placing);
   ASSERT_EQ(fold.size(), 140u);
-  for (Index a = 0; a < 40; ++a) EXPECT_EQ(fold[a], own[a]) << a;
-  for (Index a = 40; a < 139; ++a) EXPECT_EQ(fold[a], own[3]) << a;  // the group at x = 300
+  for (size_t c = 0; c < placing.size(); ++c) EXPECT_EQ(fold[placing[c]], own[c]) << c;
+  for (Index a = 0; a < 139; ++a)
+    if (std::find(placing.begin(), placing.end(), a) == placing.end()) EXPECT_EQ(fold[a], own[3]) << a;
   EXPECT_EQ(fold[139], own[0]);
   EXPECT_NE(spatial_folds(all, 4, 9), fold);
-  EXPECT_EQ(spatial_folds(all, 4, 9, 140), spatial_folds(all, 4, 9));
-  EXPECT_THROW(spatial_folds(all, 4, 9, 141), std::invalid_argument);
+  std::vector<Index> every(140);
+  for (Index a = 0; a < 140; ++a) every[a] = a;
+  EXPECT_EQ(spatial_folds(all, 4, 9, every), spatial_folds(all, 4, 9));
+  EXPECT_THROW(spatial_folds(all, 4, 9, {0, 140}), std::invalid_argument);
+  EXPECT_THROW(spatial_folds(all, 4, 9, {0, 1, 2}), ConfigError);  // fewer units than folds
 }
 
 }  // namespace
