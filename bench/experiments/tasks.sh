@@ -12,7 +12,12 @@
 # held-out units and clusters pooled (--folds 0 skips it).
 #   bench/experiments/tasks.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--folds 5]
 #                              [--fits "incidence prevalence_clusters joint joint_q2 joint_vfe"] [--set KEY=VALUE ...]
+#                              [--cv-blocks units|clusters]
 # --fits picks the fits (the cross-validation takes every one but joint_q2); --set goes to every fit.
+# --cv-blocks: the source whose units place the joint fits' blocks (vbagg-eval --cv-blocks; default
+# units, the first). Each fit alone places its blocks by its own units, so a joint fit's held-out
+# units are those of the counts alone with units, its held-out clusters those of the clusters
+# alone with clusters.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +25,7 @@ bin=${VBAGG_BIN:-$PWD/build/apps}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 seeds="1 2 3" units=120 noise=0.3 folds=5 fits="incidence prevalence_clusters joint joint_q2 joint_vfe" sets=()
+cv_blocks=units
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
@@ -28,6 +34,7 @@ while [ $# -gt 0 ]; do
     --folds) folds=$2; shift 2 ;;
     --fits) fits=$2; shift 2 ;;
     --set) sets+=(--set "$2"); shift 2 ;;
+    --cv-blocks) cv_blocks=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -93,7 +100,7 @@ done
 
 [ "$folds" -gt 0 ] || exit 0
 echo
-echo "### Blocked ${folds}-fold cross-validation (held-out units and clusters pooled)"
+echo "### Blocked ${folds}-fold cross-validation (held-out units and clusters pooled; joint fits' blocks placed by the $cv_blocks)"
 echo
 echo "| seed | fit | units covered 50 / 95 % | units bag NLL | incidence pixel MSE (held-out units) | clusters covered 50 / 95 % | clusters bag NLL | s per fold |"
 echo "|---|---|---|---|---|---|---|---|"
@@ -104,9 +111,10 @@ for seed in $seeds; do
   for fit in $fits; do
     [ "$fit" = joint_q2 ] && continue
     start=$(date +%s.%N)
-    truth=()
+    truth=() blocks=()
     [ "$fit" = prevalence_clusters ] || truth=(--truth "$d/data/truth_intensity.tif")
-    "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --cv "$folds" --cv-seed "$seed" "${truth[@]}" \
+    case $fit in joint*) blocks=(--cv-blocks "$cv_blocks") ;; esac
+    "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --cv "$folds" --cv-seed "$seed" "${truth[@]}" "${blocks[@]}" \
       --json "$d/$fit.cv.json" -q >/dev/null
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
     j="$d/$fit.cv.json"
