@@ -23,13 +23,13 @@ Index cv_blocks_source(const LoadedModel& m, const EvalArgs& args) {
   if (args.cv_blocks.empty()) return 0;
   if (args.cv_by != "space") throw ConfigError("--cv-blocks places spatial blocks; it cannot go with --cv-by time");
   const ModelSpec& spec = m.file.model.spec;
-  if (spec.more_sources.empty())
+  if (spec.num_sources() == 1)
     throw ConfigError("--cv-blocks " + args.cv_blocks + ": the model has one source, which places the blocks");
-  std::string names = "'" + spec.source_name + "'";
-  if (args.cv_blocks == spec.source_name) return 0;
-  for (size_t s = 0; s < spec.more_sources.size(); ++s) {
-    if (args.cv_blocks == spec.more_sources[s].name) return static_cast<Index>(s) + 1;
-    names += ", '" + spec.more_sources[s].name + "'";
+  std::string names;
+  for (Index s = 0; s < spec.num_sources(); ++s) {
+    const std::string name = spec.source(s).name;
+    if (args.cv_blocks == name) return s;
+    names += (s > 0 ? ", '" : "'") + name + "'";
   }
   throw ConfigError("--cv-blocks " + args.cv_blocks + ": the model has no such source (its sources: " + names + ")");
 }
