@@ -305,9 +305,12 @@ int default_epochs(const Settings& settings, Optimizer optimizer) {
   return optimizer != Optimizer::lbfgs && several_tasks(settings) ? 1000 : 300;
 }
 
-Index inducing_count(const Settings& settings, Index training_units) {
+Index inducing_count(const Settings& settings, const Dataset& data, const std::vector<Index>& train) {
   if (settings.model.inducing_count > 0) return settings.model.inducing_count;
-  return std::clamp<Index>((training_units + 2) / 3, 32, 200);
+  Index densest = 0;
+  for (const SourceGroup& g : group_by_source(data, train))
+    densest = std::max(densest, static_cast<Index>(g.bags.size()));
+  return std::clamp<Index>((densest + 2) / 3, 32, 200);
 }
 
 FitOptions fit_options(const Settings& settings, int threads, Index training_pixels) {

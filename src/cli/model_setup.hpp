@@ -36,10 +36,12 @@ Kernel model_kernel(const Settings& settings, Index covariates, Index coordinate
 // minibatch steps above it.
 constexpr Index kFullBatchPixels = 200000;
 Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
-// model.inducing.count, or with 0 (auto) one inducing point per three training units, at least 32
-// and at most 200: bag data resolve the map no finer than the units, and an objective pass costs
-// M^2 per pixel, so a small problem should not pay for a continent's M.
-Index inducing_count(const Settings& settings, Index training_units);
+// model.inducing.count, or with 0 (auto) one inducing point per three training units of the source
+// with the most, at least 32 and at most 200: bag data resolve the map no finer than the units,
+// sources that observe the same field resolve it no finer than the densest of them (provinces over
+// the districts add no detail), and an objective pass costs M^2 per pixel, so a small problem should
+// not pay for a continent's M.
+Index inducing_count(const Settings& settings, const Dataset& data, const std::vector<Index>& train);
 // train.epochs when 0 (auto): for an L-BFGS fit of several periods kSpaceTimeEpochsBeforePolish
 // when the polish follows and 1500 when it does not; for one of one period kEpochsBeforePolish
 // when the polish follows; 1000 for an adam or natgrad fit of several tasks; else 300.

@@ -386,7 +386,11 @@ std::vector<Param> make_params() {
        0,
        100000,
        "Number of inducing points M; 0 chooses it from the problem: one per three training units, at least 32 and at "
-       "most 200 (bag counts resolve the map no finer than the units, and a pass costs M^2 per pixel)."},
+       "most 200 (bag counts resolve the map no finer than the units, and a pass costs M^2 per pixel). With several "
+       "data.sources, one per three training units of the source with the most: sources of one field resolve it no "
+       "finer than the densest of them. Counting every source's units (102 for 96 districts, 16 provinces and 192 "
+       "survey clusters) gave maps no better than 64, for 1.5 times the fit time, and 3 times for a survey's 96 "
+       "units and 192 clusters (docs/experiments.md)."},
       {"model.inducing.init", T::choice, "kmeans++", {"kmeans++"}, -kInf, kInf, "Inducing-point initialisation."},
       {"model.inducing.learn_locations", T::boolean, "false", {}, -kInf, kInf, "Optimise the inducing inputs too."},
       {"model.jitter",
