@@ -305,11 +305,16 @@ int default_epochs(const Settings& settings, Optimizer optimizer) {
   return optimizer != Optimizer::lbfgs && several_tasks(settings) ? 1000 : 300;
 }
 
-Index inducing_count(const Settings& settings, const Dataset& data, const std::vector<Index>& train) {
+Index inducing_count(const Settings& settings, const std::vector<io::UnitSummary>& units,
+                     const std::vector<Index>& train) {
   if (settings.model.inducing_count > 0) return settings.model.inducing_count;
-  Index densest = 0;
-  for (const SourceGroup& g : group_by_source(data, train))
-    densest = std::max(densest, static_cast<Index>(g.bags.size()));
+  std::vector<Index> per_source;
+  for (Index a : train) {
+    const auto s = static_cast<size_t>(units[static_cast<size_t>(a)].source);
+    if (s >= per_source.size()) per_source.resize(s + 1, 0);
+    ++per_source[s];
+  }
+  const Index densest = per_source.empty() ? 0 : *std::max_element(per_source.begin(), per_source.end());
   return std::clamp<Index>((densest + 2) / 3, 32, 200);
 }
 

@@ -41,7 +41,9 @@ Optimizer choose_optimizer(const Settings& settings, Index training_pixels);
 // sources that observe the same field resolve it no finer than the densest of them (provinces over
 // the districts add no detail), and an objective pass costs M^2 per pixel, so a small problem should
 // not pay for a continent's M.
-Index inducing_count(const Settings& settings, const Dataset& data, const std::vector<Index>& train);
+// `units` are every unit of the build (BuiltData::units), `train` the training units' places in it.
+Index inducing_count(const Settings& settings, const std::vector<io::UnitSummary>& units,
+                     const std::vector<Index>& train);
 // train.epochs when 0 (auto): for an L-BFGS fit of several periods kSpaceTimeEpochsBeforePolish
 // when the polish follows and 1500 when it does not; for one of one period kEpochsBeforePolish
 // when the polish follows; 1000 for an adam or natgrad fit of several tasks; else 300.

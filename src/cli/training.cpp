@@ -141,7 +141,7 @@ void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& s
   const Dataset fit_data = kind == ModelKind::bag_pixel ? collapse_bags(data) : Dataset();
   const Dataset& d = kind == ModelKind::bag_pixel ? fit_data : data;
   InitOptions init;
-  init.inducing = inducing_count(settings, d, split.train);
+  init.inducing = inducing_count(settings, built.units, split.train);
   init.jitter = settings.model.jitter;
   init.seed = settings.train.seed;
   // In an MPI job each process holds its share of the units; the model, the steps and the result

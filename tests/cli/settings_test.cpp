@@ -147,24 +147,22 @@ TEST(Settings, LbfgsMemoryReachesTheFitAndIsAtLeastOne) {
 // units held out, and the other sources' units, do not count. A set count is kept as it is.
 TEST(Settings, InducingPointsFollowTheDensestSource) {
   const Settings automatic = settings_of(defaults_with({}));
-  Dataset data;
-  // 300 bags: 96 districts, 16 provinces and 188 survey clusters, source after source.
-  data.source.assign(96, 0);
-  data.source.resize(112, 1);
-  data.source.resize(300, 2);
+  // 300 units: 96 districts, 16 provinces and 188 survey clusters, source after source.
+  std::vector<io::UnitSummary> units(300);
+  for (size_t a = 96; a < 300; ++a) units[a].source = a < 112 ? 1 : 2;
   std::vector<Index> every(300);
   for (Index a = 0; a < 300; ++a) every[static_cast<size_t>(a)] = a;
-  EXPECT_EQ(inducing_count(automatic, data, every), 63);  // (188 + 2) / 3, not (300 + 2) / 3
+  EXPECT_EQ(inducing_count(automatic, units, every), 63);  // (188 + 2) / 3, not (300 + 2) / 3
   std::vector<Index> no_clusters(every.begin(), every.begin() + 112);
-  EXPECT_EQ(inducing_count(automatic, data, no_clusters), 32);  // (96 + 2) / 3, not (112 + 2) / 3 = 38
+  EXPECT_EQ(inducing_count(automatic, units, no_clusters), 32);  // (96 + 2) / 3, not (112 + 2) / 3 = 38
   std::vector<Index> few(every.begin() + 112, every.begin() + 112 + 60);
-  EXPECT_EQ(inducing_count(automatic, data, few), 32);  // at least 32
-  Dataset one;                                          // one source: every training unit counts
+  EXPECT_EQ(inducing_count(automatic, units, few), 32);  // at least 32
+  const std::vector<io::UnitSummary> one(900);           // one source: every training unit counts
   std::vector<Index> many(900);
   for (Index a = 0; a < 900; ++a) many[static_cast<size_t>(a)] = a;
   EXPECT_EQ(inducing_count(automatic, one, std::vector<Index>(many.begin(), many.begin() + 150)), 50);
   EXPECT_EQ(inducing_count(automatic, one, many), 200);  // at most 200
-  EXPECT_EQ(inducing_count(settings_of(defaults_with({"model.inducing.count=7"})), data, every), 7);
+  EXPECT_EQ(inducing_count(settings_of(defaults_with({"model.inducing.count=7"})), units, every), 7);
 }
 
 // Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
