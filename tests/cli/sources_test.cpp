@@ -21,6 +21,16 @@
 namespace vbagg::cli {
 namespace {
 
+// run_eval refuses `args` with a ConfigError whose message contains `mention`.
+void expect_eval_refused(const EvalArgs& args, const std::string& mention) {
+  try {
+    run_eval(args);
+    ADD_FAILURE() << "accepted; expected an error mentioning \"" << mention << "\"";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find(mention), std::string::npos) << err.what();
+  }
+}
+
 class Sources : public ::testing::Test {
  protected:
   static inline test::TempDir* dir = nullptr;
@@ -162,13 +172,8 @@ TEST_F(Sources, CrossValidationPoolsEachSource) {
   EXPECT_GT(std::count(province_fold.begin(), province_fold.end(), 0), 0);
   EXPECT_GT(std::count(province_fold.begin(), province_fold.end(), 1), 0);
   EXPECT_EQ(p.units, 24);
-  by_provinces.cv_blocks = "districts";
-  try {
-    run_eval(by_provinces);
-    ADD_FAILURE() << "an unknown source was accepted";
-  } catch (const ConfigError& err) {
-    EXPECT_NE(std::string(err.what()).find("its sources: 'units', 'provinces'"), std::string::npos) << err.what();
-  }
+  by_provinces.cv_blocks = "districts";  // an unknown source
+  expect_eval_refused(by_provinces, "its sources: 'units', 'provinces'");
   by_provinces.cv_blocks = "provinces";
   by_provinces.cv_by = "time";
   EXPECT_THROW(run_eval(by_provinces), ConfigError);
@@ -272,13 +277,8 @@ TEST_F(Sources, IncidenceAndPrevalenceOnSharedLatentFields) {
   const Metrics inc = run_eval(e).metrics;
   EXPECT_GT(inc.pixel_correlation, 0.8);
   EXPECT_LT(inc.pixel_mse, inc.baseline_pixel_mse);
-  e.truth_task = "rainfall";
-  try {
-    run_eval(e);
-    ADD_FAILURE() << "an unknown task was accepted";
-  } catch (const ConfigError& err) {
-    EXPECT_NE(std::string(err.what()).find("incidence, prevalence"), std::string::npos) << err.what();
-  }
+  e.truth_task = "rainfall";  // an unknown task
+  expect_eval_refused(e, "incidence, prevalence");
 }
 
 TEST_F(Sources, EverySourceUsesItsOwnCovariatesWhenItHasThem) {
