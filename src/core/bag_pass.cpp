@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "feature_store.hpp"
 #include "likelihood.hpp"
 #include "products.hpp"
 
@@ -48,7 +49,13 @@ void forward_block(const Model& model, const Posterior& post, const Dataset& dat
   const BagNeeds needs = src.needs;
   const Index Mq = model.num_q(), len = f.len_of(b);
   auto K = sb.K.shape(Mq, len);
-  features_into(model, data.inputs.middleCols(f.begin + b * f.block, len), K, sb.kernel);
+  const Index first = f.begin + b * f.block;
+  if (f.features && f.features->reading()) {
+    f.features->get(first, K);
+  } else {
+    features_into(model, data.inputs.middleCols(first, len), K, sb.kernel);
+    if (f.features && f.features->filling()) f.features->put(first, K);
+  }
   auto R = sb.R.shape(Mq, len);
   if (src.marginal_variance()) gemm(1.0, post.Q, false, K, false, 0.0, R);
   if (needs == BagNeeds::residual) {
@@ -177,6 +184,7 @@ void bag_forward(const Model& model, const Posterior& post, const Dataset& data,
   // unless a residual-form term reads the blocks' features again for its products with T.
   f.one_scratch = !f.keep || (!with_grad && needs != BagNeeds::residual);
   f.store = &store;
+  f.features = opt.q_moments_only ? opt.features : nullptr;
   const Index scratches = f.one_scratch ? 1 : f.blocks;
   if (static_cast<Index>(store.size()) < scratches) store.resize(static_cast<size_t>(scratches));
 

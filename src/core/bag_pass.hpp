@@ -127,6 +127,8 @@ struct BagForward {
   std::vector<Index> first_pick;
   KernelCache aa_cache;
   std::vector<BlockScratch>* store = nullptr;
+  // A pass on q alone reads its blocks' features from here, or fills it (ObjectiveOptions::features).
+  FeatureStore* features = nullptr;
   BlockScratch& scratch(Index b) const { return (*store)[one_scratch ? 0 : static_cast<size_t>(b)]; }
   Index len_of(Index b) const { return std::min(block, n - b * block); }
 };

@@ -9,6 +9,8 @@
 
 namespace vbagg {
 
+class FeatureStore;
+
 struct ObjectiveOptions {
   int threads = 1;
   // Bags are spread over max(slots, threads) accumulators, each filled in a fixed order, so
@@ -29,6 +31,9 @@ struct ObjectiveOptions {
   // per pixel), and the gradient vector comes back empty. A natural-gradient step on q alone
   // (the polish's steps before it reads the objective) needs no more.
   bool q_moments_only = false;
+  // With q_moments_only: the pixels' features kept between such passes at one kernel (the polish's
+  // and the spread's steps on q), filled by the first and read by the next ones. Null: computed.
+  FeatureStore* features = nullptr;
   // The sampled expectation's draws: bag a of this evaluation uses the stream (draw_seed,
   // draw_step, Dataset::global_bag_of(a)). An optimiser advances draw_step every step.
   unsigned long long draw_seed = 0, draw_step = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "feature_store.hpp"
 #include "natgrad.hpp"
 #include "param_layout.hpp"
 
@@ -48,6 +49,10 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   full.q_moments_gradient = true;
   ObjectiveOptions q_alone = full;
   q_alone.q_moments_only = true;
+  // A reading's steps on q share its kernel, and so do the readings displaced along the mean, the
+  // fixed effects and the noise: they read the features the first step of the fit's own filled.
+  FeatureStore features(full.cache_mb);
+  q_alone.features = &features;
   const Vector start = model.pack();
   const double start_jitter = model.jitter;
   // The gradient of the entries after q and q's mean, with q brought to its optimum for theta.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "feature_store.hpp"
 #include "natgrad.hpp"
 #include "param_layout.hpp"
 
@@ -45,6 +46,9 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   // The steps before the reading move q alone: they skip the way back into the kernel.
   ObjectiveOptions q_alone = oo;
   q_alone.q_moments_only = true;
+  // An evaluation's steps on q share its kernel: the second reads the first's features.
+  FeatureStore features(oo.cache_mb);
+  q_alone.features = &features;
   PolishResult res;
   // first_value: where given, the objective at theta itself, before q moves (the first pass reads
   // it when q_steps > 0).
