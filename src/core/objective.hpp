@@ -34,6 +34,10 @@ struct ObjectiveOptions {
   // With q_moments_only: the pixels' features kept between such passes at one kernel (the polish's
   // and the spread's steps on q), filled by the first and read by the next ones. Null: computed.
   FeatureStore* features = nullptr;
+  // The most MiB such a store holds (the polish and the spread make one): the features of every
+  // pixel, num_q x pixels. A space-time fit of 24 months at M = 200 needs about 290; a national
+  // fit of 10^6 pixels would need 1,600, and computes its features as before.
+  double feature_store_mb = 1024;
   // The sampled expectation's draws: bag a of this evaluation uses the stream (draw_seed,
   // draw_step, Dataset::global_bag_of(a)). An optimiser advances draw_step every step.
   unsigned long long draw_seed = 0, draw_step = 0;

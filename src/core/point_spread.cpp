@@ -51,7 +51,7 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   q_alone.q_moments_only = true;
   // A reading's steps on q share its kernel, and so do the readings displaced along the mean, the
   // fixed effects and the noise: they read the features the first step of the fit's own filled.
-  FeatureStore features(full.cache_mb);
+  FeatureStore features(full.feature_store_mb);
   q_alone.features = &features;
   const Vector start = model.pack();
   const double start_jitter = model.jitter;

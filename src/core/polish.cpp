@@ -47,7 +47,7 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   ObjectiveOptions q_alone = oo;
   q_alone.q_moments_only = true;
   // An evaluation's steps on q share its kernel: the second reads the first's features.
-  FeatureStore features(oo.cache_mb);
+  FeatureStore features(oo.feature_store_mb);
   q_alone.features = &features;
   PolishResult res;
   // first_value: where given, the objective at theta itself, before q moves (the first pass reads
