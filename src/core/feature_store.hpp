@@ -45,4 +45,23 @@ class FeatureStore {
   Matrix features_;  // num_q x the data's pixels
 };
 
+// One pass's use of a store (none when null): begin_pass on construction, end_pass when the pass
+// leaves by any way, completed only if it was marked so.
+class FeatureStorePass {
+ public:
+  FeatureStorePass(FeatureStore* store, const Model& model, const Dataset& data, const std::vector<Index>& bags)
+      : store_(store) {
+    if (store_) store_->begin_pass(model, data, bags);
+  }
+  ~FeatureStorePass() {
+    if (store_) store_->end_pass(completed);
+  }
+  FeatureStorePass(const FeatureStorePass&) = delete;
+  FeatureStorePass& operator=(const FeatureStorePass&) = delete;
+  bool completed = false;
+
+ private:
+  FeatureStore* store_;
+};
+
 }  // namespace vbagg

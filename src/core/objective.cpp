@@ -262,8 +262,8 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
   if (options.q_moments_only && !(options.q_moments_gradient && !model.spec.map_estimate))
     throw std::invalid_argument("q_moments_only needs q_moments_gradient and a model with a variational q");
   const bool q_only = with_grad && options.q_moments_only;
-  FeatureStore* const features = q_only ? options.features : nullptr;
-  if (features) features->begin_pass(model, data, bags);
+  // The store is read or filled by this pass alone: however the pass ends, it is left closed.
+  FeatureStorePass features(q_only ? options.features : nullptr, model, data, bags);
   const Index Mq = model.num_q(), D = model.num_inputs(), P = model.num_kernel_params();
   const Index M = model.num_inducing();
   const int slots = std::max({1, options.slots, options.threads});
@@ -446,7 +446,7 @@ ObjectiveValue elbo(const Model& model, const Dataset& data, const std::vector<I
       if (e && !failure) failure = e;
     if (with_grad && !failure) run_slots(1);
   }
-  if (features) features->end_pass(!failure);
+  features.completed = !failure;
   // One process raises its error at once; in a data-parallel run every process first learns
   // whether any failed, in the reduction below, so that all of them leave the step together.
   if (failure && processes.size() == 1) std::rethrow_exception(failure);

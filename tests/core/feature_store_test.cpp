@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "core/objective.hpp"
 #include "test_util.hpp"
 
@@ -107,6 +109,34 @@ TEST(FeatureStore, FullPassesLeaveItAlone) {
   const ObjectiveValue v = elbo(model, data, bags, 1.5, &g, full);
   EXPECT_FALSE(v.elbo == filled.value.elbo);
   EXPECT_TRUE(q_alone(model, data, bags, 256, &store) == filled);
+}
+
+// A pass that leaves by an exception, or without being marked completed, leaves the store closed
+// and unfilled: the next pass at the same kernel fills it again. A completed one makes it readable.
+TEST(FeatureStore, OnlyACompletedPassFillsIt) {
+  const ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom);
+  const Dataset data = test::random_dataset(4, 3, 6, kD, spec.likelihood, 47);
+  const Model model = test::random_model(spec, make_kernel("ard", "none", kD, 0), kM, kD, 48);
+  const std::vector<Index> bags = {0, 1, 2, 3};
+  FeatureStore store(256);
+  try {
+    FeatureStorePass pass(&store, model, data, bags);
+    ASSERT_TRUE(store.filling());
+    throw std::runtime_error("a bag failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(store.filling() || store.reading());
+  {
+    FeatureStorePass pass(&store, model, data, bags);
+    EXPECT_TRUE(store.filling());
+  }
+  {
+    FeatureStorePass pass(&store, model, data, bags);
+    EXPECT_TRUE(store.filling());
+    pass.completed = true;
+  }
+  FeatureStorePass pass(&store, model, data, bags);
+  EXPECT_TRUE(store.reading());
 }
 
 }  // namespace
