@@ -49,8 +49,9 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   full.q_moments_gradient = true;
   ObjectiveOptions q_alone = full;
   q_alone.q_moments_only = true;
-  // A reading's steps on q share its kernel, and so do the readings displaced along the mean, the
-  // fixed effects and the noise: they read the features the first step of the fit's own filled.
+  // A reading's steps on q share its kernel. The readings displaced along the mean and the fixed
+  // effects, which come next in the layout, share the fit's own too: they read what its first step
+  // filled. Those along the noise come after the kernel's, and fill the store again.
   FeatureStore features(full.feature_store_mb);
   q_alone.features = &features;
   const Vector start = model.pack();
