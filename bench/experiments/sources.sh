@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 . bench/experiments/json_fields.sh
+. bench/experiments/west_east.sh
 
 # A configuration in the country's folder: its rasters and the given units or sources lines.
 config() {
@@ -74,12 +75,7 @@ for seed in $seeds; do
   # shellcheck disable=SC2086 # the simulator's options, one word each
   "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --units "$units" --unit-noise "$noise" -q \
     $simulate
-  # The grid spans 34 to 42 degrees east: districts whose centre lies west of 38 report.
-  for side in west east; do
-    op=$([ $side = west ] && echo "<" || echo ">=")
-    ogr2ogr -q -f GPKG "$d/data/$side.gpkg" "$d/data/units.gpkg" -nln units -dialect SQLite \
-      -sql "SELECT * FROM units WHERE ST_X(ST_Centroid(geom)) $op 38.0"
-  done
+  west_east "$d/data"  # the west districts report
   units_of() { echo "  units: {path: $1, id_field: ID, response_field: cases}"; }
   config "$d/data/west.yaml" "$(units_of west.gpkg)"
   config "$d/data/provinces.yaml" "$(units_of provinces.gpkg)"

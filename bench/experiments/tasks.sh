@@ -66,7 +66,7 @@ pixel_row() {  # FILE: corr, MSE, calibration error, a calibrated model's, 95 % 
 case $districts in
   all) ;;
   # ogr2ogr (gdal-bin) splits the districts, which a build machine may lack; the installer's notes go to stderr.
-  west) scripts/deps.sh gdal-bin >&2 ;;
+  west) scripts/deps.sh gdal-bin >&2; . bench/experiments/west_east.sh ;;
   *) echo "--districts is all or west, not '$districts'" >&2; exit 2 ;;
 esac
 # The east districts' counts as new units (--districts west): coverage 50 / 95 %, bag NLL, log-MSE.
@@ -91,13 +91,8 @@ for seed in $seeds; do
   scope=()  # the units whose pixels the incidence and joint fits are scored on: their own, or every district's
   if [ "$districts" = west ]; then
     scope=(--config "$d/data/data.yaml")
-    # The grid spans 34 to 42 degrees east: districts whose centre lies west of 38 report.
-    for side in west east; do
-      op=$([ $side = west ] && echo "<" || echo ">=")
-      ogr2ogr -q -f GPKG "$d/data/$side.gpkg" "$d/data/units.gpkg" -nln units -dialect SQLite \
-        -sql "SELECT * FROM units WHERE ST_X(ST_Centroid(geom)) $op 38.0"
-      sed "s#units.gpkg#$side.gpkg#" "$d/data/data.yaml" >"$d/data/$side.yaml"
-    done
+    west_east "$d/data"  # the west districts report
+    for side in west east; do sed "s#units.gpkg#$side.gpkg#" "$d/data/data.yaml" >"$d/data/$side.yaml"; done
     cp "$d/data/west.yaml" "$d/data/incidence.yaml"
     sed -e '/name: provinces/d' -e 's#path: units.gpkg#path: west.gpkg#' "$d/data/tasks.yaml" >"$d/data/joint_base.yaml"
   else
