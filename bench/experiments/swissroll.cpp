@@ -1,5 +1,6 @@
 // The swiss-roll experiments of the paper (section 4.1 and appendix H.2), reproduced.
 //   swissroll --experiment bags|size|normal [--reps 5] [--threads 2] [--inducing 100] [--epochs 300]
+//             [--methods vbagg_exp_delta,vbagg_square]   (default: every method of the experiment)
 // bags:   Poisson, training bags 100..350 (N_mean 150, N_std 50)
 // size:   Poisson, 600 training bags, N_mean varied, N_std = N_mean / 2
 // normal: the Normal bag model, training bags 100..350 (N_mean 150, N_std 50), tau = 0.1
@@ -30,10 +31,14 @@ struct Args {
   std::string experiment = "bags";
   int reps = 5, threads = 2, epochs = 300;
   Index inducing = 100;
+  std::vector<std::string> methods;  // empty: every method
+  bool wants(const std::string& method) const {
+    return methods.empty() || std::find(methods.begin(), methods.end(), method) != methods.end();
+  }
 };
 
 struct Run {
-  std::map<std::string, double> nll, mse, test_nll, calibration;  // per method
+  std::map<std::string, double> nll, mse, test_nll, calibration, coverage95;  // per method
 };
 
 const std::vector<std::string> kPoissonMethods = {"vbagg_exp", "vbagg_exp_delta", "vbagg_square",
@@ -152,6 +157,7 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
       double err = 0;
       for (size_t l = 0; l < levels.size(); ++l) err += std::abs(cov[static_cast<Index>(l)] - levels[l]);
       r.calibration[name] = err / static_cast<double>(levels.size());
+      r.coverage95[name] = cov[static_cast<Index>(levels.size()) - 1];
     }
   };
   auto fit_model = [&](ModelSpec spec, const Dataset& d) {
@@ -159,28 +165,31 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
     fit(m, d, all_train, {}, fo);
     return m;
   };
+  auto fit_and_score = [&](const std::string& name, const ModelSpec& spec, const Dataset& d) {
+    if (args.wants(name)) score(name, fit_model(spec, d), d);
+  };
   if (normal) {
     ModelSpec s;
     s.likelihood = LikelihoodKind::normal;
     s.link = Link::identity;
-    score("vbagg", fit_model(s, tr), tr);
+    fit_and_score("vbagg", s, tr);
     s.map_estimate = true;
-    score("nystrom", fit_model(s, tr), tr);
+    fit_and_score("nystrom", s, tr);
   } else {
     ModelSpec s;
     s.link = Link::exp;
-    score("vbagg_exp", fit_model(s, tr), tr);
+    fit_and_score("vbagg_exp", s, tr);
     s.expectation = Expectation::delta;
-    score("vbagg_exp_delta", fit_model(s, tr), tr);
+    fit_and_score("vbagg_exp_delta", s, tr);
     s.expectation = Expectation::bound;
     s.link = Link::square;
-    score("vbagg_square", fit_model(s, tr), tr);
-    const Dataset collapsed = collapse_bags(tr);
-    score("bag_pixel", fit_model(s, collapsed), collapsed);
+    fit_and_score("vbagg_square", s, tr);
+    fit_and_score("bag_pixel", s, collapse_bags(tr));
     s.link = Link::exp;
     s.map_estimate = true;
-    score("nystrom", fit_model(s, tr), tr);
+    fit_and_score("nystrom", s, tr);
   }
+  if (!args.wants("constant")) return r;
   // constant: each training bag's own rate; test bags at the overall rate.
   const Vector c = constant_rate(tr);
   r.mse["constant"] = mean_squared_error(c, rate);
@@ -228,6 +237,12 @@ int main(int argc, char** argv) {
       args.inducing = std::stol(v);
     else if (k == "--epochs")
       args.epochs = std::stoi(v);
+    else if (k == "--methods")
+      for (size_t from = 0; from <= v.size();) {
+        const size_t comma = std::min(v.find(',', from), v.size());
+        args.methods.push_back(v.substr(from, comma - from));
+        from = comma + 1;
+      }
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -249,14 +264,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "unknown experiment %s (bags, size, normal)\n", args.experiment.c_str());
     return 2;
   }
-  const auto& methods = normal ? kNormalMethods : kPoissonMethods;
+  std::vector<std::string> methods;
+  for (const auto& m : normal ? kNormalMethods : kPoissonMethods)
+    if (args.wants(m)) methods.push_back(m);
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::map<std::string, std::vector<double>>> pooled;  // metric -> method -> values
   std::printf("## swiss roll: %s (%d repetitions, M = %ld, L-BFGS up to %d evaluations)\n\n", args.experiment.c_str(),
               args.reps, static_cast<long>(args.inducing), args.epochs);
-  const char* metrics[] = {"nll", "mse", "test_nll", "calibration"};
+  const char* metrics[] = {"nll", "mse", "test_nll", "calibration", "coverage95"};
   const char* titles[] = {"individual NLL (train pixels)", "individual MSE (train pixels)",
-                          "bag NLL (500 test bags, mean)", "calibration error of 70-95 % intervals"};
+                          "bag NLL (500 test bags, mean)", "calibration error of 70-95 % intervals",
+                          "coverage of 95 % intervals (train pixels)"};
+  constexpr int kMetrics = 5;
   std::map<std::string, std::vector<std::string>> rows;  // metric -> table rows
   for (size_t si = 0; si < settings.size(); ++si) {
     const auto& s = settings[si];
@@ -264,14 +283,14 @@ int main(int argc, char** argv) {
     for (int rep = 0; rep < args.reps; ++rep) {
       const Run r =
           run_once(args, s.bags, s.mean, s.sd, normal, 1000 * (si + 1) + static_cast<unsigned long long>(rep));
-      const std::map<std::string, double>* by_metric[] = {&r.nll, &r.mse, &r.test_nll, &r.calibration};
-      for (int k = 0; k < 4; ++k)
+      const std::map<std::string, double>* by_metric[] = {&r.nll, &r.mse, &r.test_nll, &r.calibration, &r.coverage95};
+      for (int k = 0; k < kMetrics; ++k)
         for (const auto& [m, v] : *by_metric[k]) {
           vals[metrics[k]][m].push_back(v);
           pooled[metrics[k]][m].push_back(v);
         }
     }
-    for (int k = 0; k < 4; ++k) {
+    for (int k = 0; k < kMetrics; ++k) {
       if (vals[metrics[k]].empty()) continue;
       std::string row = "| " + s.label + " |";
       for (const auto& m : methods) {
@@ -288,7 +307,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s done (%.0f s)\n", s.label.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  for (int k = 0; k < 4; ++k) {
+  for (int k = 0; k < kMetrics; ++k) {
     if (rows[metrics[k]].empty()) continue;
     std::printf("### %s\n\n| setting |", titles[k]);
     for (const auto& m : methods) std::printf(" %s |", m.c_str());
@@ -302,11 +321,11 @@ int main(int argc, char** argv) {
   std::printf(
       "### one-sided Wilcoxon signed-rank p-values (all %zu runs paired)\n\n| VBAgg variant | metric | vs nystrom | vs "
       "constant | vs bag_pixel |\n|---|---|---|---|---|\n",
-      pooled["test_nll"].begin()->second.size());
+      settings.size() * static_cast<size_t>(args.reps));
   for (const std::string& v : normal ? std::vector<std::string>{"vbagg"}
                                      : std::vector<std::string>{"vbagg_exp", "vbagg_exp_delta", "vbagg_square"})
     for (const char* metric : {"nll", "mse", "test_nll"}) {
-      if (pooled[metric].empty()) continue;
+      if (!pooled[metric].count(v)) continue;
       auto p = [&](const std::string& other) {
         if (!pooled[metric].count(other)) return std::string("—");
         char b[32];
