@@ -545,6 +545,9 @@ io::DataConfig Config::data_config() const {
   d.pixel_assignment = io::parse_pixel_assignment(text("data.pixel_assignment"));
   d.coordinates = boolean("data.coordinates");
   d.on_bad_unit = io::parse_bad_unit_policy(text("data.on_bad_unit"));
+  const bool predict_missing = io::parse_missing_response_policy(text("data.on_missing_response"));
+  d.units.predict_missing = predict_missing;
+  for (io::SourceConfig& s : d.more_sources) s.units.predict_missing = predict_missing;
   d.time = io::parse_time_axis(text("data.time"));
   d.units.response_table = path("data.units.response_table");
   d.units.period_field = text("data.units.period_field");

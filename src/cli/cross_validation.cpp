@@ -212,10 +212,13 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
                                int samples, int threads, bool progress, const std::string& report_dir,
                                FoldBlocks blocks, Index blocks_source) {
   const io::BuiltData raw = build_data(m.config, report_dir);
-  const std::vector<Index> fold = blocks == FoldBlocks::time
-                                      ? time_folds(raw, folds)
-                                      : spatial_folds(unit_centroids(raw), folds, seed,
-                                                      raw.dataset.bags_of_source(static_cast<int>(blocks_source)));
+  // Units without a response are never held out (nothing scores them): they neither place the
+  // blocks nor join a fold, and every fold's fit predicts them alike.
+  const std::vector<Index> fold =
+      blocks == FoldBlocks::time
+          ? time_folds(raw, folds)
+          : spatial_folds(unit_centroids(raw), folds, seed,
+                          raw.dataset.observed_among(raw.dataset.bags_of_source(static_cast<int>(blocks_source))));
   Config config = m.config;
   config.set("train.patience", "0");
   CrossValidation cv;
@@ -226,7 +229,7 @@ CrossValidation cross_validate(const LoadedModel& m, Index folds, unsigned long 
   for (Index k = 0; k < folds; ++k) {
     Split split;
     for (Index a = 0; a < raw.dataset.num_bags(); ++a)
-      (fold[static_cast<size_t>(a)] == k ? split.holdout : split.train).push_back(a);
+      if (raw.dataset.observed(a)) (fold[static_cast<size_t>(a)] == k ? split.holdout : split.train).push_back(a);
     spdlog::info("fold {} of {}: {} training units, {} held out", k + 1, folds, split.train.size(),
                  split.holdout.size());
     // The fold is held out of the fit entirely: the fit sees no holdout units.

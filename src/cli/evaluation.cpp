@@ -38,6 +38,9 @@ std::vector<Index> split_bags(const Dataset& d, const LoadedModel& m, const std:
   if (split == "holdout") bags = bags_of(d, m.file.holdout_units);
   if (split == "all")
     for (Index a = 0; a < d.num_bags(); ++a) bags.push_back(a);
+  // A unit without a response has nothing to score against (it is in no split of the model but
+  // 'all'; from another dataset's units it may be in any).
+  bags = d.observed_among(bags);
   if (bags.empty()) throw DataError("no " + split + " units of the model are in the data; nothing to evaluate");
   return bags;
 }

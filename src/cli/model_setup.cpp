@@ -29,17 +29,19 @@ Split split_units(Index bags, double fraction, unsigned long long seed) {
 }
 
 Split split_units(const Dataset& data, double fraction, unsigned long long seed) {
-  if (data.source.empty()) return split_units(data.num_bags(), fraction, seed);
-  return split_units(data.source, fraction, seed);
+  std::vector<int> sources;
+  for (Index a = 0; a < data.num_bags(); ++a) sources.push_back(data.observed(a) ? data.source_of(a) : -1);
+  return split_units(sources, fraction, seed);
 }
 
 Split split_units(const std::vector<int>& sources, double fraction, unsigned long long seed) {
   Split out;
-  for (int s = 0;; ++s) {
+  const int last = sources.empty() ? -1 : *std::max_element(sources.begin(), sources.end());
+  for (int s = 0; s <= last; ++s) {
     std::vector<Index> own;
     for (size_t a = 0; a < sources.size(); ++a)
       if (sources[a] == s) own.push_back(static_cast<Index>(a));
-    if (own.empty()) break;
+    if (own.empty()) continue;
     const Split part = split_units(static_cast<Index>(own.size()), fraction, seed);
     for (Index k : part.train) out.train.push_back(own[static_cast<size_t>(k)]);
     for (Index k : part.holdout) out.holdout.push_back(own[static_cast<size_t>(k)]);

@@ -20,9 +20,11 @@ struct Split {
 // Seeded split of the dataset's bags; at least one training bag, holdout rounded to the nearest bag.
 Split split_units(Index bags, double holdout_fraction, unsigned long long seed);
 // The same for each source of a joint dataset on its own, so every source is held out in proportion
-// and keeps training units (for one source: split_units(data.num_bags(), ...)).
+// and keeps training units (for one source: split_units(data.num_bags(), ...)). Bags without an
+// observation are in neither part.
 Split split_units(const Dataset& data, double holdout_fraction, unsigned long long seed);
-// The same from each unit's source (what every process of an MPI job knows of every unit).
+// The same from each unit's source (what every process of an MPI job knows of every unit); a unit
+// of source -1 is in neither part.
 Split split_units(const std::vector<int>& sources, double holdout_fraction, unsigned long long seed);
 // The split with every unit of the listed periods (train.holdout.periods, data.time's form) moved
 // to the holdout; `built` holds every unit (its units[k].period). Throws ConfigError for a period

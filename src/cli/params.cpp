@@ -170,6 +170,16 @@ std::vector<Param> make_params() {
        kInf,
        "Units with zero population, no pixels, a missing or negative response, a duplicate id or broken geometry: "
        "stop before training naming them all, or drop and list them."},
+      {"data.on_missing_response",
+       T::choice,
+       "bad",
+       {"bad", "predict"},
+       -kInf,
+       kInf,
+       "A unit with no response (an empty field, or no row for a period in data.units.response_table): bad, a bad "
+       "unit under data.on_bad_unit; or predict: kept without one, so that inducing points cover it and units.csv "
+       "gives its predicted total and interval (split 'unobserved'), while no fit, holdout or score uses it. A "
+       "binomial unit keeps its trials, which its predicted positives scale with."},
       // model
       {"model.kind",
        T::choice,

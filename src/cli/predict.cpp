@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <locale>
 #include <map>
@@ -309,9 +310,10 @@ std::vector<UnitRow> unit_rows(const LoadedModel& m, const io::BuiltData& built,
     rows.push_back({u.id,
                     u.source,
                     u.period,
-                    {in_train     ? "train"
-                     : in_holdout ? "holdout"
-                                  : "new",
+                    {!u.observed() ? "unobserved"
+                     : in_train    ? "train"
+                     : in_holdout  ? "holdout"
+                                   : "new",
                      u.response, predicted(0, k), predicted(1, k), predicted(2, k), predicted(3, k), u.pixels}});
   }
   return rows;
@@ -330,8 +332,11 @@ void write_units_csv(const std::string& path, const std::vector<UnitRow>& rows, 
     s << io::csv_field(r.id) << ",";
     if (!sources.empty()) s << io::csv_field(sources[static_cast<size_t>(r.source)]) << ",";
     if (!periods.empty()) s << periods[static_cast<size_t>(r.period)] << ",";
-    s << r.result.split << "," << r.result.observed << "," << r.result.predicted << "," << r.result.lower << ","
-      << r.result.upper << "," << r.result.population << "," << r.result.pixels << "\n";
+    // A unit without a response leaves its observed cell empty.
+    s << r.result.split << ",";
+    if (!std::isnan(r.result.observed)) s << r.result.observed;
+    s << "," << r.result.predicted << "," << r.result.lower << "," << r.result.upper << "," << r.result.population
+      << "," << r.result.pixels << "\n";
   }
   io::write_text_atomic(path, s.str());
 }

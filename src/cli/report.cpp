@@ -215,7 +215,8 @@ SeasonalCurve seasonal_curve(const LoadedModel& m, const io::BuiltData& built, c
   c.unit = unit;
   if (c.unit.empty()) {
     std::map<std::string, double> total;
-    for (Index a = 0; a < d.num_bags(); ++a) total[base(d.bag_ids[static_cast<size_t>(a)])] += d.response[a];
+    for (Index a = 0; a < d.num_bags(); ++a)
+      if (d.observed(a)) total[base(d.bag_ids[static_cast<size_t>(a)])] += d.response[a];
     double most = -1;
     for (const auto& [id, t] : total)
       if (t > most) {
@@ -242,7 +243,9 @@ SeasonalCurve seasonal_curve(const LoadedModel& m, const io::BuiltData& built, c
 std::string seasonal_plot(const SeasonalCurve& c) {
   const double n = static_cast<double>(c.periods.size());
   double top = 0;
-  for (size_t k = 0; k < c.periods.size(); ++k) top = std::max({top, c.observed[k], c.upper[k]});
+  // A period without a count (NaN) has no dot.
+  for (size_t k = 0; k < c.periods.size(); ++k)
+    top = std::max({top, std::isnan(c.observed[k]) ? 0.0 : c.observed[k], c.upper[k]});
   top = top > 0 ? 1.1 * top : 1.0;
   Chart ch("Unit " + c.unit + " over the periods", "period", "cases", -0.5, n - 0.5, 0.0, top);
   const size_t every = std::max<size_t>(1, c.periods.size() / 6);
@@ -260,7 +263,8 @@ std::string seasonal_plot(const SeasonalCurve& c) {
   for (size_t k = 0; k + 1 < c.periods.size(); ++k)
     ch.line(static_cast<double>(k), c.predicted[k], static_cast<double>(k + 1), c.predicted[k + 1]);
   cairo_set_source_rgb(ch.cr, 0.85, 0.37, 0.01);
-  for (size_t k = 0; k < c.periods.size(); ++k) ch.dot(static_cast<double>(k), c.observed[k], 4);
+  for (size_t k = 0; k < c.periods.size(); ++k)
+    if (!std::isnan(c.observed[k])) ch.dot(static_cast<double>(k), c.observed[k], 4);
   ch.text("dots: observed; line and band: predicted total, 95 %", ch.px(-0.3), ch.py(0.95 * top), 0);
   return ch.png_base64();
 }

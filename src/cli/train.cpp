@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -41,9 +42,13 @@ std::string run_train(const TrainArgs& args) {
     io::write_text_atomic(out_dir + "/dropped_units.csv", io::issues_csv(built.dropped));
     spdlog::info("every dropped unit and its problem: {}/dropped_units.csv", out_dir);
   }
-  // Units by their index in built.units: in an MPI job each process holds a share of them.
+  // Units by their index in built.units: in an MPI job each process holds a share of them. A unit
+  // without a response (source -1 here) is in neither the training units nor the holdout.
   std::vector<int> sources;
-  for (const auto& u : built.units) sources.push_back(u.source);
+  for (const auto& u : built.units) sources.push_back(u.observed() ? u.source : -1);
+  if (std::find_if(built.units.begin(), built.units.end(), [](const io::UnitSummary& u) { return u.observed(); }) ==
+      built.units.end())
+    throw DataError("no unit has a response (data.on_missing_response: predict keeps them all); nothing to fit");
   const Split split =
       hold_out_periods(split_units(sources, settings.train.holdout_fraction, settings.train.holdout_seed), built,
                        settings.train.holdout_periods);

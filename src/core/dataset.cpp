@@ -27,6 +27,13 @@ std::vector<Index> Dataset::bags_of_source(int s) const {
   return out;
 }
 
+std::vector<Index> Dataset::observed_among(const std::vector<Index>& bags) const {
+  std::vector<Index> out;
+  for (Index a : bags)
+    if (observed(a)) out.push_back(a);
+  return out;
+}
+
 std::string Dataset::bag_name(Index a) const {
   if (static_cast<size_t>(a) < bag_ids.size()) return "'" + bag_ids[a] + "'";
   return "#" + std::to_string(a);
@@ -59,9 +66,11 @@ void Dataset::validate() const {
     if (s < 0) throw DataError("dataset: a bag has a negative source index");
   for (Index a = 0; a < num_bags(); ++a) {
     if (offsets[a + 1] <= offsets[a]) throw DataError("dataset: bag " + bag_name(a) + " has no pixels");
-    if (!std::isfinite(response[a])) throw DataError("dataset: bag " + bag_name(a) + " has a non-finite response");
-    // A bag without trials (0) in a dataset with trials belongs to a source that has none.
-    if (trials.size() && trials[a] != 0 && !(trials[a] > 0 && trials[a] >= response[a] && response[a] >= 0))
+    if (std::isinf(response[a])) throw DataError("dataset: bag " + bag_name(a) + " has an infinite response");
+    // A bag without trials (0) in a dataset with trials belongs to a source that has none; an
+    // unobserved binomial bag keeps its trials, which its predicted positives scale with.
+    if (trials.size() && trials[a] != 0 &&
+        !(trials[a] > 0 && (!observed(a) || (trials[a] >= response[a] && response[a] >= 0))))
       throw DataError("dataset: bag " + bag_name(a) + " has " + std::to_string(response[a]) + " positives of " +
                       std::to_string(trials[a]) + " trials");
   }

@@ -1,6 +1,7 @@
 // In-memory bag dataset: pixels grouped by bag, one observation per bag.
 #pragma once
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,7 @@ struct Dataset {
   Vector population;                     // N, weight p_i >= 0 (population, or 1 for unweighted problems)
   Vector coverage;                       // N, fraction c_i in (0, 1] of the pixel inside its bag
   std::vector<Index> offsets;            // n + 1, offsets[0] = 0, offsets[n] = N
-  Vector response;                       // n, bag observation y_a
+  Vector response;                       // n, bag observation y_a; NaN: none (a unit predicted, never fitted)
   Vector trials;                         // n, number tested n_a of a binomial bag (0 for other bags; empty: none)
   std::vector<int> source;               // n, the data source of each bag in a joint fit (empty: all source 0)
   std::vector<std::string> input_names;  // D (optional; empty means unnamed)
@@ -40,6 +41,11 @@ struct Dataset {
   // The bag's id, or "#a" when the dataset has none (keys the unit effect of a training unit).
   std::string bag_id(Index a) const;
 
+  // Whether bag a has an observation. A bag without one (a unit that reported nothing) is
+  // predicted like a held-out unit, and no fit or score may use it.
+  bool observed(Index a) const { return !std::isnan(response[a]); }
+  // The observed bags among `bags`, in order.
+  std::vector<Index> observed_among(const std::vector<Index>& bags) const;
   // The bag's observation for the likelihood: y_a, and n_a when the data have trials.
   double trials_of(Index a) const { return trials.size() ? trials[a] : 0.0; }
   int source_of(Index a) const { return source.empty() ? 0 : source[static_cast<size_t>(a)]; }

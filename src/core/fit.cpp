@@ -569,6 +569,11 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   }
   if (options.shard && options.shard->summary.num_bags() != options.shard->num_bags())
     throw DataError("the shard's summary does not list every bag");
+  for (const std::vector<Index>* bags : {&train, &holdout})
+    for (Index a : *bags)
+      if (!bag_table(data, options).observed(a))
+        throw DataError("bag " + bag_table(data, options).bag_name(a) +
+                        " has no observation: it can be predicted, but not fitted or scored");
   model.spread = PointSpread();  // a spread belongs to the point it was taken at
   attach_unit_effects(model, bag_table(data, options), train);
   check_units_whole(model.spec, train, options);

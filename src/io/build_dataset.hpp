@@ -1,6 +1,7 @@
 // From covariate rasters, a population raster and admin units to the core's bag Dataset.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -15,15 +16,17 @@
 namespace vbagg::io {
 
 struct UnitSummary {
-  std::string id;  // <source>:<id> for a unit of the second or a later source of data.sources
-  int source = 0;  // index into data.sources (0: data.units or the first source)
-  double response = 0;
+  std::string id;            // <source>:<id> for a unit of the second or a later source of data.sources
+  int source = 0;            // index into data.sources (0: data.units or the first source)
+  double response = 0;       // NaN: none given (data.on_missing_response: predict)
   double trials = 0;         // the number tested of a binomial unit (0 otherwise)
   Index pixels = 0;          // pixels kept
   double area = 0;           // sum of the kept pixels' coverage fractions, in pixels
   Index dropped_pixels = 0;  // assigned pixels dropped for a missing covariate or population
   double population = 0;     // sum of coverage x population over kept pixels
   int period = -1;           // with data.time: the index of the unit's period (its id ends "@<period>")
+
+  bool observed() const { return !std::isnan(response); }
 };
 
 struct BuiltData {

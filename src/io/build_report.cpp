@@ -14,7 +14,7 @@ std::vector<std::string> implausible_units(const BuiltData& b, bool points) {
   auto exposure = [&](const UnitSummary& u) { return u.trials > 0 ? u.trials : u.population; };
   std::vector<double> rates;
   for (const UnitSummary& u : b.units)
-    if (exposure(u) > 0) rates.push_back(u.response / exposure(u));
+    if (exposure(u) > 0 && u.observed()) rates.push_back(u.response / exposure(u));
   std::vector<double> sorted = rates;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
@@ -32,7 +32,7 @@ std::vector<std::string> implausible_units(const BuiltData& b, bool points) {
         smallest_id = id;
       }
     }
-    const double rate = P > 0 ? u.response / P : 0;
+    const double rate = P > 0 && u.observed() ? u.response / P : 0;
     if (median > 0 && rate > kRateRatio * median) {
       high.push_back(id);
       if (rate / median > worst) {
@@ -76,6 +76,13 @@ std::vector<std::string> report_lines(const BuiltData& b) {
   std::set<std::string> dropped_ids;
   for (const auto& d : b.dropped) dropped_ids.insert(d.id);
   const size_t dropped_units = dropped_ids.size();
+  std::vector<std::string> unobserved;
+  for (const auto& u : b.units)
+    if (!u.observed()) unobserved.push_back(u.id);
+  if (!unobserved.empty())
+    lines.push_back(std::to_string(unobserved.size()) +
+                    (unobserved.size() == 1 ? " unit without a response is" : " units without a response are") +
+                    " predicted, not fitted (data.on_missing_response: predict): " + listed_ids(unobserved));
   lines.push_back(std::to_string(b.units.size()) + " units, " + std::to_string(total_pixels(b)) + " pixels, " +
                   std::to_string(b.covariates.size()) + " covariates" +
                   (b.num_coordinates ? " + " + std::to_string(b.num_coordinates) + " coordinates" : "") + "; " +

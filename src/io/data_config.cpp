@@ -21,6 +21,12 @@ BadUnitPolicy parse_bad_unit_policy(const std::string& s) {
   throw ConfigError("unknown bad-unit policy '" + s + "' (allowed: stop, drop)");
 }
 
+bool parse_missing_response_policy(const std::string& s) {
+  if (s == "bad") return false;
+  if (s == "predict") return true;
+  throw ConfigError("unknown data.on_missing_response '" + s + "' (allowed: bad, predict)");
+}
+
 std::string to_string(PixelAssignment p) {
   return p == PixelAssignment::centre ? "centre" : p == PixelAssignment::all_touched ? "all_touched" : "fraction";
 }

@@ -66,6 +66,10 @@ struct UnitsSpec {
   std::string response_table;
   std::string period_field = "period";
   std::string period;  // set per period by period_config: the period whose responses to read
+  // data.on_missing_response: predict. A unit whose response is missing (empty, or no row for the
+  // period in the response table) is kept without one (NaN): predicted, never fitted. Otherwise
+  // it is a bad unit (data.on_bad_unit).
+  bool predict_missing = false;
 };
 
 enum class PixelAssignment { centre, all_touched, fraction };
@@ -73,6 +77,8 @@ enum class BadUnitPolicy { stop, drop };
 
 PixelAssignment parse_pixel_assignment(const std::string& s);
 BadUnitPolicy parse_bad_unit_policy(const std::string& s);
+// data.on_missing_response: 'bad' (false) or 'predict' (true).
+bool parse_missing_response_policy(const std::string& s);
 std::string to_string(PixelAssignment p);
 std::string to_string(BadUnitPolicy p);
 

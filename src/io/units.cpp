@@ -43,6 +43,15 @@ int units_field(OGRFeatureDefn* defn, const std::string& name, const std::string
 namespace {
 
 // Parses a response stored as integer, real or numeric text. Returns false when it is not a number.
+// Null, or blank text (a CSV's empty cell): no response given.
+bool response_missing(OGRFeature& f, int idx) {
+  if (!f.IsFieldSetAndNotNull(idx)) return true;
+  const OGRFieldType type = f.GetFieldDefnRef(idx)->GetType();
+  if (type == OFTInteger || type == OFTInteger64 || type == OFTReal) return false;
+  const std::string text = f.GetFieldAsString(idx);
+  return text.find_first_not_of(" \t") == std::string::npos;
+}
+
 bool parse_response(OGRFeature& f, int idx, double& out) {
   const OGRFieldType type = f.GetFieldDefnRef(idx)->GetType();
   if (type == OFTInteger || type == OFTInteger64 || type == OFTReal) {
@@ -166,11 +175,17 @@ UnitsRead read_units(const UnitsSpec& spec, const Grid& grid) {
     OGRFeature* row = table ? table->row(u.id) : f.get();
     // A space-time bag is a unit in one period: "<id>@<period>" names it everywhere from here on.
     if (!spec.period.empty()) u.id += "@" + spec.period;
-    if (!row) {
+    // A binomial unit without a row has no trials either, and its positives scale with them.
+    if (!row && spec.predict_missing && n_idx < 0) {
+      u.response = NAN;
+    } else if (!row) {
       u.problems.push_back("no row for period " + spec.period + " in the response table");
     } else {
-      if (!row->IsFieldSetAndNotNull(y_idx)) {
-        u.problems.push_back("missing response");
+      if (response_missing(*row, y_idx)) {
+        if (spec.predict_missing)
+          u.response = NAN;
+        else
+          u.problems.push_back("missing response");
       } else if (!parse_response(*row, y_idx, u.response)) {
         u.problems.push_back("non-numeric response ('" + std::string(row->GetFieldAsString(y_idx)) + "')");
       } else if (u.response < 0) {

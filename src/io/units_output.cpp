@@ -85,7 +85,10 @@ void write_units_layer(GDALDataset& ds, const UnitsLayer& l, const std::string& 
     } else {
       const UnitResult& r = it->second;
       g.SetField(1, r.split.c_str());
-      g.SetField(2, r.observed);
+      if (std::isnan(r.observed))
+        g.SetFieldNull(2);
+      else
+        g.SetField(2, r.observed);
       g.SetField(3, r.predicted);
       g.SetField(4, r.lower);
       g.SetField(5, r.upper);

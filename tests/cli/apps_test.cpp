@@ -245,6 +245,87 @@ TEST_F(Apps, UnitsGeoPackageCarriesThePredictions) {
   EXPECT_EQ(names, (std::set<std::string>{"predicted", "observed", "log_residual"}));
 }
 
+// Units that reported nothing: a bad unit by default, and with data.on_missing_response: predict
+// kept out of the fit, the holdout and every score, yet predicted in units.csv and units.gpkg.
+TEST_F(Apps, UnitsWithoutResponseArePredicted) {
+  const std::string units = path("silent_units.gpkg");
+  std::filesystem::copy_file(path("data/units.gpkg"), units, std::filesystem::copy_options::overwrite_existing);
+  std::set<std::string> silent;
+  {
+    GDALDatasetUniquePtr ds(GDALDataset::Open(units.c_str(), GDAL_OF_VECTOR | GDAL_OF_UPDATE));
+    ASSERT_NE(ds, nullptr);
+    OGRLayer* layer = ds->GetLayer(0);
+    for (auto& f : *layer) {
+      if (silent.size() == 3) break;
+      silent.insert(f->GetFieldAsString("ID"));
+      f->SetFieldNull(f->GetFieldIndex("cases"));
+      ASSERT_EQ(layer->SetFeature(f.get()), OGRERR_NONE);
+    }
+  }
+  std::ofstream(path("silent.yaml")) << "data:\n  covariates:\n"
+                                     << "    - path: data/temperature.tif\n    - path: data/rainfall.tif\n"
+                                     << "  population: {path: data/population.tif}\n"
+                                     << "  units: {path: silent_units.gpkg, id_field: ID, response_field: cases}\n"
+                                     << "train:\n  epochs: 8\n  holdout: {fraction: 0.25, seed: 3}\n";
+  TrainArgs t;
+  t.config_path = path("silent.yaml");
+  t.out = path("fit_silent");
+  t.threads = 2;
+  try {
+    run_train(t);
+    FAIL() << "units without a response were fitted under the default policy";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing response"), std::string::npos) << e.what();
+  }
+  t.sets = {"data.on_missing_response=predict"};
+  run_train(t);
+  const io::ModelFile file = io::read_model_file(t.out + "/model.yaml");
+  EXPECT_EQ(file.train_units.size() + file.holdout_units.size(), 13u);
+  EXPECT_EQ(file.holdout_units.size(), 3u);  // a quarter of the 13 that reported
+  for (const auto& list : {file.train_units, file.holdout_units})
+    for (const auto& id : list) EXPECT_EQ(silent.count(id), 0u) << id;
+
+  PredictArgs p;
+  p.model_path = t.out + "/model.yaml";
+  p.out = path("maps_silent");
+  run_predict(p);
+  std::istringstream csv(read_text(p.out + "/units.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line.rfind("unit,split,observed,predicted,", 0), 0u) << line;
+  int unobserved = 0;
+  while (std::getline(csv, line)) {
+    std::vector<std::string> cells;
+    std::stringstream row(line);
+    for (std::string c; std::getline(row, c, ',');) cells.push_back(c);
+    ASSERT_GE(cells.size(), 6u) << line;
+    const bool quiet = silent.count(cells[0]) > 0;
+    EXPECT_EQ(cells[1] == "unobserved", quiet) << line;
+    EXPECT_EQ(cells[2].empty(), quiet) << line;
+    const double predicted = std::stod(cells[3]), lower = std::stod(cells[4]), upper = std::stod(cells[5]);
+    EXPECT_GT(predicted, 0) << line;
+    EXPECT_LT(lower, upper) << line;
+    unobserved += quiet;
+  }
+  EXPECT_EQ(unobserved, 3);
+  io::DatasetPtr gpkg = io::open_vector(p.out + "/units.gpkg");
+  for (auto& f : *gpkg->GetLayerByName("units")) {
+    const bool quiet = silent.count(f->GetFieldAsString("id")) > 0;
+    EXPECT_EQ(std::string(f->GetFieldAsString("split")) == "unobserved", quiet);
+    EXPECT_EQ(f->IsFieldNull(f->GetFieldIndex("observed")), quiet);
+    EXPECT_GT(f->GetFieldAsDouble("predicted"), 0);
+  }
+
+  EvalArgs e;
+  e.model_path = t.out + "/model.yaml";
+  e.split = "all";
+  EXPECT_EQ(run_eval(e).metrics.units, 13);
+  e.folds = 3;
+  const Metrics pooled = run_eval(e).metrics;
+  EXPECT_EQ(pooled.units, 13);
+  EXPECT_TRUE(std::isfinite(pooled.bag_nll_mean));
+}
+
 // The simulated country's prevalence survey through the same commands: the binomial model from
 // prevalence.yaml, prevalence maps in (0, 1) that track the truth, and positives per unit.
 TEST_F(Apps, PrevalenceSurveyThroughTheSameCommands) {

@@ -314,13 +314,20 @@ TEST(Dataset, ValidateNamesTheProblem) {
   bad.population[1] = -1;
   EXPECT_THROW(bad.validate(), DataError);
   bad = d;
-  bad.response[2] = NAN;
+  bad.response[2] = INFINITY;
   try {
     bad.validate();
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("'south'"), std::string::npos);
   }
+  // NaN is a bag without an observation: valid, predicted, and found by observed().
+  Dataset unobserved = d;
+  unobserved.response[2] = NAN;
+  EXPECT_NO_THROW(unobserved.validate());
+  EXPECT_TRUE(unobserved.observed(1));
+  EXPECT_FALSE(unobserved.observed(2));
+  EXPECT_EQ(unobserved.observed_among({0, 2, 1}), (std::vector<Index>{0, 1}));
   bad = d;
   bad.inputs(0, 0) = INFINITY;
   EXPECT_THROW(bad.validate(), DataError);
@@ -439,6 +446,34 @@ TEST_F(FitFixture, RejectsBadSettings) {
   bad.likelihood = LikelihoodKind::exponential;
   bad.link = Link::square;
   EXPECT_THROW(bad.validate(), ConfigError);
+}
+
+// A bag without an observation can be predicted, but neither fitted nor scored: the fit names it
+// whether it is among the training bags or the holdout, and a fit without it runs.
+TEST_F(FitFixture, RefusesBagsWithoutObservation) {
+  Dataset data = roll.data;
+  data.bag_ids.clear();
+  for (Index a = 0; a < data.num_bags(); ++a) data.bag_ids.push_back("unit" + std::to_string(a));
+  const Index silent = train.back();
+  data.response[silent] = NAN;
+  FitOptions fo;
+  fo.epochs = 2;
+  for (const bool in_holdout : {false, true}) {
+    Model m = model();
+    std::vector<Index> fitted(train.begin(), train.end() - 1), held;
+    (in_holdout ? held : fitted).push_back(silent);
+    try {
+      fit(m, data, fitted, held, fo);
+      FAIL() << "an unobserved bag was accepted";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("'unit" + std::to_string(silent) + "' has no observation"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  Model m = model();
+  const FitResult r = fit(m, data, data.observed_among(train), {}, fo);
+  EXPECT_TRUE(std::isfinite(r.elbo));
 }
 
 }  // namespace

@@ -403,6 +403,37 @@ TEST(BuildDataset, ResponsesAsTextAndIntegerIds) {
   EXPECT_EQ(b.dropped[0].problem, "non-numeric response ('n/a')");
 }
 
+// A blank or null response is missing: a bad unit by default; with predict_missing
+// (data.on_missing_response: predict) a unit without one (NaN), listed in the build's report,
+// while a response that is there but wrong stays a bad unit.
+TEST(BuildDataset, MissingResponsesArePredictedOnRequest) {
+  Scene s;
+  test::write_units(s.dir / "blank.gpkg", "GPKG", 4326,
+                    {{101L, std::string("12"), test::box(0, 0, 5, 10)},
+                     {102L, std::string("  "), test::box(5, 0, 10, 5)},
+                     {103L, std::string("-1"), test::box(5, 5, 10, 10)}},
+                    OFTInteger, OFTString);
+  s.config.units.path = "blank.gpkg";
+  s.config.on_bad_unit = io::BadUnitPolicy::drop;
+  io::BuiltData b = s.build();
+  EXPECT_EQ(b.dataset.bag_ids, (std::vector<std::string>{"101"}));
+  ASSERT_EQ(b.dropped.size(), 2u);
+  EXPECT_EQ(b.dropped[0].problem, "missing response");
+  s.config.units.predict_missing = true;
+  b = s.build();
+  EXPECT_EQ(b.dataset.bag_ids, (std::vector<std::string>{"101", "102"}));
+  EXPECT_TRUE(b.dataset.observed(0));
+  EXPECT_FALSE(b.dataset.observed(1));
+  EXPECT_FALSE(b.units[1].observed());
+  ASSERT_EQ(b.dropped.size(), 1u);
+  EXPECT_EQ(b.dropped[0].problem, "negative response (-1)");
+  const std::vector<std::string> lines = io::report_lines(b);
+  EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("1 unit without a response is predicted, not fitted") != std::string::npos &&
+           l.find("102") != std::string::npos;
+  }));
+}
+
 TEST(BuildDataset, ShapefileAndGeoJson) {
   for (auto [driver, name] : {std::pair{"ESRI Shapefile", "units.shp"}, std::pair{"GeoJSON", "units.geojson"}}) {
     Scene s;

@@ -215,6 +215,14 @@ TEST(SpaceTimeBuild, MissingRowsFollowTheBadUnitPolicy) {
   EXPECT_EQ(b.dataset.num_bags(), 11);
   ASSERT_EQ(b.dropped.size(), 1u);
   EXPECT_EQ(b.dropped[0].id, "B@2020-12");
+  // data.on_missing_response: predict keeps the month without a count, to be predicted.
+  s.config.units.predict_missing = true;
+  const io::BuiltData kept = s.build();
+  EXPECT_EQ(kept.dataset.num_bags(), 12);
+  EXPECT_TRUE(kept.dropped.empty());
+  for (Index a = 0; a < kept.dataset.num_bags(); ++a)
+    EXPECT_EQ(kept.dataset.observed(a), kept.dataset.bag_ids[static_cast<size_t>(a)] != "B@2020-12")
+        << kept.dataset.bag_ids[static_cast<size_t>(a)];
 }
 
 TEST(SpaceTimeBuild, BrokenSeriesAndTablesAreNamed) {
