@@ -2,6 +2,9 @@
 # Two tasks on shared latent fields (docs/sources.md) against each task fitted alone, on synthetic
 # countries whose incidence and prevalence come from one field (vbagg-simulate's tasks.yaml):
 #   incidence  the units' case counts alone (data.yaml)
+#   incidence_unobserved  with --districts west: the same counts, every district in the units with
+#              the east's counts empty and data.on_missing_response: predict, so that inducing
+#              points cover the east
 #   prevalence the survey clusters alone (points, 20-40 tested each)
 #   joint      units and provinces (incidence) with the clusters (prevalence), model.latents 1
 #              (with --districts west: the west districts with the clusters, no provinces)
@@ -94,6 +97,8 @@ for seed in $seeds; do
     west_east "$d/data"  # the west districts report
     for side in west east; do sed "s#units.gpkg#$side.gpkg#" "$d/data/data.yaml" >"$d/data/$side.yaml"; done
     cp "$d/data/west.yaml" "$d/data/incidence.yaml"
+    sed -e "s#units.gpkg#west_reports.gpkg#" -e 's#^data:$#data:\n  on_missing_response: predict#' \
+      "$d/data/data.yaml" >"$d/data/incidence_unobserved.yaml"
     sed -e '/name: provinces/d' -e 's#path: units.gpkg#path: west.gpkg#' "$d/data/tasks.yaml" >"$d/data/joint_base.yaml"
   else
     cp "$d/data/tasks.yaml" "$d/data/joint_base.yaml"
@@ -107,7 +112,7 @@ for seed in $seeds; do
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     inc="— | — | — | — | —" prev="— | — | — | — | —"
     case $fit in
-      incidence)
+      incidence | incidence_unobserved)
         "$bin/vbagg-eval" --model "$d/$fit/model.yaml" "${scope[@]}" --split all \
           --truth "$d/data/truth_intensity.tif" --json "$d/$fit.inc.json" -q >/dev/null
         inc=$(pixel_row "$d/$fit.inc.json") ;;
@@ -161,7 +166,7 @@ for seed in $seeds; do
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
     j="$d/$fit.cv.json"
     case $fit in
-      incidence) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
+      incidence | incidence_unobserved) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
       prevalence_clusters) row="— | — | — | $(json "$j" 0 "$cv_units")" ;;
       joint*) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | $(json "$j" clusters "$cv_units")" ;;
     esac
