@@ -119,6 +119,10 @@ void validate_source(const ModelSpec& spec) {
   if (!(spec.prior_precision > 0)) throw ConfigError("the prior precision must be positive");
   if (!(spec.unit_effect_prior_rate >= 0) || !std::isfinite(spec.unit_effect_prior_rate))
     throw ConfigError("the rate of the unit effect's prior must be finite and not negative");
+  const ModelSpec::KernelPrior& kp = spec.kernel_prior;
+  if (kp.part >= 0 &&
+      !(kp.sd > 0 && std::isfinite(kp.sd) && std::isfinite(kp.log_variance) && std::isfinite(kp.log_lengthscale)))
+    throw ConfigError("the kernel prior needs a positive sd and finite centres");
   const std::vector<Link> links = lik.links();
   if (std::find(links.begin(), links.end(), spec.link) == links.end()) {
     std::string allowed;
@@ -510,6 +514,34 @@ double unit_effect_prior_penalty(const Model& model, ModelGradient* grad) {
   return penalty;
 }
 
+// -log p of the kernel prior's part in every latent: (theta - centre)^2 / (2 sd^2) summed over
+// its log variance (unless fixed) and log lengthscales.
+double kernel_prior_penalty(const Model& model, ModelGradient* grad) {
+  const ModelSpec::KernelPrior& prior = model.spec.kernel_prior;
+  if (prior.part < 0) return 0;
+  const double precision = 1.0 / (prior.sd * prior.sd);
+  double penalty = 0;
+  Index latent_offset = 0;
+  for (Index q = 0; q < model.num_latents(); ++q) {
+    const Kernel& k = model.kernel_of(q);
+    if (prior.part >= static_cast<Index>(k.parts().size()))
+      throw ConfigError("the kernel prior's part " + std::to_string(prior.part) + " is not a part of the kernel");
+    Index at = latent_offset;
+    for (Index c = 0; c < prior.part; ++c) at += k.parts()[static_cast<size_t>(c)].num_params();
+    const KernelPart& part = k.parts()[static_cast<size_t>(prior.part)];
+    auto add = [&](double theta, double centre) {
+      const double e = theta - centre;
+      penalty += 0.5 * precision * e * e;
+      if (grad) grad->kernel[at] += precision * e;
+      ++at;
+    };
+    if (!part.fixed_variance) add(part.log_variance, prior.log_variance);
+    for (Index j = 0; j < part.log_lengthscale.size(); ++j) add(part.log_lengthscale[j], prior.log_lengthscale);
+    latent_offset += k.num_params();
+  }
+  return penalty;
+}
+
 }  // namespace
 
 double kl_divergence(const Model& model, ModelGradient* grad) {
@@ -519,7 +551,8 @@ double kl_divergence(const Model& model, ModelGradient* grad) {
     linear = 0.5 * precision * model.linear_mean.squaredNorm();
     if (grad) grad->linear_mean += precision * model.linear_mean;
   }
-  return linear + unit_effect_prior_penalty(model, grad) + q_divergence(model, grad);
+  return linear + unit_effect_prior_penalty(model, grad) + kernel_prior_penalty(model, grad) +
+         q_divergence(model, grad);
 }
 
 }  // namespace vbagg

@@ -114,6 +114,15 @@ struct ModelSpec {
   // disaggregation's iid effect): sigma_u ~ Exponential(rate), so P(sigma_u > U) = alpha for
   // rate = -log(alpha) / U; it pulls sigma_u toward 0. 0: none, sigma_u at its maximum-ELBO value.
   double unit_effect_prior_rate = 0;
+  // Normal priors on one kernel part's log variance and log lengthscales (each latent's part
+  // `part`), centred on the data's scales, of sd `sd`: they keep a field fitted where few units
+  // report from collapsing (its variance to 0, or its lengthscale to a constant field), so that
+  // units without counts are predicted with the field's uncertainty. A fixed variance has no prior.
+  struct KernelPrior {
+    Index part = -1;  // -1: none
+    double log_variance = 0, log_lengthscale = 0, sd = 1;
+  };
+  KernelPrior kernel_prior;
   // Draws of f per bag and step for the sampled expectation.
   int samples = 8;
   // The deterministic expectations in residual form (the delta method, the binomial's and the
@@ -397,8 +406,8 @@ FixedEffectEstimates fixed_effect_estimates(const Model& model);
 
 // KL(q || N(0, I)) over the inducing values and any variational fixed effects (for a MAP estimate:
 // the prior penalty), plus the prior penalties of the point estimates: the linear mean's
-// |beta|^2 / (2 sd^2) and each unit effect's -log p(log sigma_u) (unit_effect_prior_rate); adds its
-// gradient to grad.
+// |beta|^2 / (2 sd^2), each unit effect's -log p(log sigma_u) (unit_effect_prior_rate) and the
+// kernel prior's (kernel_prior); adds its gradient to grad.
 double kl_divergence(const Model& model, ModelGradient* grad);
 
 }  // namespace vbagg
