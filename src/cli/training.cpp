@@ -129,46 +129,6 @@ ProcessShare share_units(const io::BuiltData& built, const Dataset& d, const std
   return s;
 }
 
-// model.kernel.space_prior_sd's priors on the space part of `kernel`, centred on the data: the
-// variance across the first source's training units of their log rates (logits of a survey's
-// prevalence; half a case or positive added, so that zeros count), and a quarter of the diagonal
-// of the box around every unit's pixels (an MPI job's processes pool their extremes). None
-// without a space part or with sd 0.
-ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::BuiltData& built, const Kernel& kernel,
-                                          const std::vector<Index>& train) {
-  ModelSpec::KernelPrior prior;
-  const Index Dc = static_cast<Index>(built.covariates.size()), Dx = built.num_coordinates;
-  if (!(settings.model.space_prior_sd > 0) || Dx == 0) return prior;
-  for (size_t c = 0; c < kernel.parts().size(); ++c)
-    if (kernel.parts()[c].begin == Dc && kernel.parts()[c].dim == Dx) prior.part = static_cast<Index>(c);
-  if (prior.part < 0) return prior;
-  std::vector<double> logit;
-  for (Index a : train) {
-    const io::UnitSummary& u = built.units[static_cast<size_t>(a)];
-    if (u.source != 0) continue;
-    logit.push_back(u.trials > 0 ? std::log((u.response + 0.5) / (u.trials - u.response + 0.5))
-                                 : std::log((u.response + 0.5) / u.population));
-  }
-  double mean = 0, var = 0;
-  for (double v : logit) mean += v / static_cast<double>(logit.size());
-  for (double v : logit) var += (v - mean) * (v - mean) / static_cast<double>(std::max<size_t>(logit.size() - 1, 1));
-  // A floor for a handful of units that agree: a field of sd 0.1 on the log rate.
-  prior.log_variance = std::log(std::max(var, 0.01));
-  const Dataset& d = built.dataset;
-  Vector extremes = Vector::Constant(2 * Dx, -INFINITY);
-  for (Index k = 0; k < Dx && d.num_pixels() > 0; ++k) {
-    extremes[k] = d.inputs.row(Dc + k).maxCoeff();
-    extremes[Dx + k] = -d.inputs.row(Dc + k).minCoeff();
-  }
-  processes().max(extremes);
-  const double diagonal = (extremes.head(Dx) + extremes.tail(Dx)).norm();
-  prior.log_lengthscale = std::log(std::max(diagonal / 4, 1e-3));
-  prior.sd = settings.model.space_prior_sd;
-  spdlog::info("space kernel priors (sd {:.3g} on the log scale): variance about {:.3g}, lengthscale about {:.4g} km",
-               prior.sd, std::exp(prior.log_variance), std::exp(prior.log_lengthscale));
-  return prior;
-}
-
 // The GP kinds: vbagg, nystrom (MAP), and bag_pixel (the same model on each unit collapsed to one
 // pseudo-pixel).
 void fit_gp(const Settings& settings, const io::BuiltData& built, const Split& split, ModelSpec spec, int threads,

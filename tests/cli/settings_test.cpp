@@ -165,6 +165,46 @@ TEST(Settings, InducingPointsFollowTheDensestSource) {
   EXPECT_EQ(inducing_count(settings_of(defaults_with({"model.inducing.count=7"})), units, every), 7);
 }
 
+// model.kernel.space_prior_sd's centres come from the data: the variance of the first source's
+// training units' log rates (half a case added), and a quarter of the diagonal of the box around
+// every unit's pixels, held-out units and other sources included. None without the setting.
+TEST(Settings, SpacePriorIsCentredOnTheData) {
+  io::BuiltData built;
+  built.covariates = {"temperature"};
+  built.num_coordinates = 2;
+  // Four pixels: coordinates (0, 0), (30, 0), (0, 40) and (12, 7) km after one covariate row.
+  built.dataset.inputs.resize(3, 4);
+  built.dataset.inputs << 0.1, 0.2, 0.3, 0.4, 0, 30, 0, 12, 0, 0, 40, 7;
+  const std::vector<double> cases = {9.5, 99.5, 19.5, 1e6}, people = {1000, 2000, 500, 10};
+  for (size_t a = 0; a < 4; ++a) {
+    io::UnitSummary u;
+    u.response = cases[a];
+    u.population = people[a];
+    u.source = a == 2 ? 1 : 0;  // another source's unit: not in the variance
+    built.units.push_back(u);
+  }
+  const std::vector<Index> train = {0, 1, 2};  // unit 3 is held out: not in the variance either
+  const Kernel kernel = make_kernel("ard", "matern52", 1, 2);
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({})), built, kernel, train).part, -1);
+  const ModelSpec::KernelPrior p =
+      space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=0.5"})), built, kernel, train);
+  EXPECT_EQ(p.part, 1);
+  EXPECT_DOUBLE_EQ(p.sd, 0.5);
+  const double a = std::log(10.0 / 1000), b = std::log(100.0 / 2000), mean = (a + b) / 2;
+  EXPECT_NEAR(p.log_variance, std::log((a - mean) * (a - mean) + (b - mean) * (b - mean)), 1e-12);
+  EXPECT_NEAR(p.log_lengthscale, std::log(50.0 / 4), 1e-12);
+  // Units that agree: the variance's floor, a field of sd 0.1.
+  built.units[1].response = 19.5;
+  EXPECT_NEAR(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=1"})), built, kernel, train)
+                  .log_variance,
+              std::log(0.01), 1e-12);
+  // No space kernel, no prior.
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=1"})), built,
+                               make_kernel("ard", "none", 1, 2), train)
+                .part,
+            -1);
+}
+
 // Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
 // point fixed effects and constant steps.
 TEST(Settings, SeveralTasksGetVariationalFixedEffectsAndAnnealedSteps) {
