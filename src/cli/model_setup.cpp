@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <Eigen/QR>
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -246,6 +247,50 @@ Kernel model_kernel(const Settings& settings, Index covariates, Index coordinate
   return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time);
 }
 
+namespace {
+
+// The variance of the first source's training units' log rates (logits of a survey's prevalence;
+// half a case or positive added, so that zeros count) that their mean covariates do not explain:
+// the residual variance of a least-squares fit on the population-weighted mean of each covariate
+// over the unit's pixels (an MPI job's processes pool their sums). The linear mean explains that
+// part, not the field; with too few units for the fit, the variance about their mean. At least
+// 0.01 (a field of sd 0.1), for a handful of units that agree.
+double residual_log_rate_variance(const io::BuiltData& built, const std::vector<Index>& train) {
+  const Dataset& d = built.dataset;
+  const Index Dc = static_cast<Index>(built.covariates.size());
+  Matrix sums = Matrix::Zero(Dc + 1, static_cast<Index>(built.units.size()));  // sum of w x, then of w
+  for (Index a = 0; a < d.num_bags(); ++a) {
+    const Index g = d.global_bag_of(a) - built.first_unit;
+    for (Index i = d.bag_begin(a); i < d.bag_begin(a) + d.bag_size(a); ++i) {
+      const double w = d.coverage[i] * d.population[i];
+      sums.col(g).head(Dc) += w * d.inputs.col(i).head(Dc);
+      sums(Dc, g) += w;
+    }
+  }
+  processes().sum(sums);
+  std::vector<Index> units;
+  for (Index a : train)
+    if (built.units[static_cast<size_t>(a)].source == 0 && sums(Dc, a) > 0) units.push_back(a);
+  const Index n = static_cast<Index>(units.size());
+  const bool regress = n > 2 * (Dc + 1);
+  const Index p = regress ? Dc + 1 : 1;
+  Matrix X(n, p);
+  Vector y(n);
+  for (Index k = 0; k < n; ++k) {
+    const Index a = units[static_cast<size_t>(k)];
+    const io::UnitSummary& u = built.units[static_cast<size_t>(a)];
+    y[k] = u.trials > 0 ? std::log((u.response + 0.5) / (u.trials - u.response + 0.5))
+                        : std::log((u.response + 0.5) / u.population);
+    X(k, 0) = 1;
+    if (regress) X.row(k).tail(Dc) = sums.col(a).head(Dc).transpose() / sums(Dc, a);
+  }
+  if (n < 2) return 0.01;
+  const Vector residual = y - X * X.colPivHouseholderQr().solve(y);
+  return std::max(residual.squaredNorm() / static_cast<double>(n - p), 0.01);
+}
+
+}  // namespace
+
 ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::BuiltData& built, const Kernel& kernel,
                                           const std::vector<Index>& train) {
   ModelSpec::KernelPrior prior;
@@ -254,18 +299,7 @@ ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::Bu
   for (size_t c = 0; c < kernel.parts().size(); ++c)
     if (kernel.parts()[c].begin == Dc && kernel.parts()[c].dim == Dx) prior.part = static_cast<Index>(c);
   if (prior.part < 0) return prior;
-  std::vector<double> logit;
-  for (Index a : train) {
-    const io::UnitSummary& u = built.units[static_cast<size_t>(a)];
-    if (u.source != 0) continue;
-    logit.push_back(u.trials > 0 ? std::log((u.response + 0.5) / (u.trials - u.response + 0.5))
-                                 : std::log((u.response + 0.5) / u.population));
-  }
-  double mean = 0, var = 0;
-  for (double v : logit) mean += v / static_cast<double>(logit.size());
-  for (double v : logit) var += (v - mean) * (v - mean) / static_cast<double>(std::max<size_t>(logit.size() - 1, 1));
-  // A floor for a handful of units that agree: a field of sd 0.1 on the log rate.
-  prior.log_variance = std::log(std::max(var, 0.01));
+  prior.log_variance = std::log(residual_log_rate_variance(built, train));
   const Dataset& d = built.dataset;
   Vector extremes = Vector::Constant(2 * Dx, -INFINITY);
   for (Index k = 0; k < Dx && d.num_pixels() > 0; ++k) {

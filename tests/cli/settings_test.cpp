@@ -166,43 +166,78 @@ TEST(Settings, InducingPointsFollowTheDensestSource) {
 }
 
 // model.kernel.space_prior_sd's centres come from the data: the variance of the first source's
-// training units' log rates (half a case added), and a quarter of the diagonal of the box around
-// every unit's pixels, held-out units and other sources included. None without the setting.
-TEST(Settings, SpacePriorIsCentredOnTheData) {
+// training units' log rates (half a case added) that their mean covariates leave, and a quarter of
+// the diagonal of the box around every unit's pixels, held-out units and other sources included.
+// None without the setting or a space kernel.
+io::BuiltData units_of_one_pixel(const std::vector<double>& covariate, const std::vector<double>& cases,
+                                 const std::vector<double>& people, const std::vector<int>& sources) {
   io::BuiltData built;
   built.covariates = {"temperature"};
   built.num_coordinates = 2;
-  // Four pixels: coordinates (0, 0), (30, 0), (0, 40) and (12, 7) km after one covariate row.
-  built.dataset.inputs.resize(3, 4);
-  built.dataset.inputs << 0.1, 0.2, 0.3, 0.4, 0, 30, 0, 12, 0, 0, 40, 7;
-  const std::vector<double> cases = {9.5, 99.5, 19.5, 1e6}, people = {1000, 2000, 500, 10};
-  for (size_t a = 0; a < 4; ++a) {
+  const Index n = static_cast<Index>(cases.size());
+  Dataset& d = built.dataset;
+  d.inputs = Matrix::Zero(3, n);
+  d.population.resize(n);
+  d.coverage = Vector::Ones(n);
+  for (Index a = 0; a <= n; ++a) d.offsets.push_back(a);
+  d.response.resize(n);
+  for (Index a = 0; a < n; ++a) {
+    const auto k = static_cast<size_t>(a);
+    // Pixels along a line from (0, 0) to (30, 40) km: a diagonal of 50 km.
+    d.inputs.col(a) << covariate[k], 30.0 * static_cast<double>(a) / static_cast<double>(n - 1),
+        40.0 * static_cast<double>(a) / static_cast<double>(n - 1);
+    d.population[a] = people[k];
+    d.response[a] = cases[k];
     io::UnitSummary u;
-    u.response = cases[a];
-    u.population = people[a];
-    u.source = a == 2 ? 1 : 0;  // another source's unit: not in the variance
+    u.response = cases[k];
+    u.population = people[k];
+    u.source = sources[k];
     built.units.push_back(u);
   }
-  const std::vector<Index> train = {0, 1, 2};  // unit 3 is held out: not in the variance either
+  return built;
+}
+
+TEST(Settings, SpacePriorIsCentredOnTheData) {
   const Kernel kernel = make_kernel("ard", "matern52", 1, 2);
-  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({})), built, kernel, train).part, -1);
-  const ModelSpec::KernelPrior p =
-      space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=0.5"})), built, kernel, train);
+  const Settings with_prior = settings_of(defaults_with({"model.kernel.space_prior_sd=0.5"}));
+  // Too few units to fit the covariate: the variance of the source's training units about their mean.
+  io::BuiltData few = units_of_one_pixel({1, 2, 3, 4}, {9.5, 99.5, 19.5, 1e6}, {1000, 2000, 500, 10}, {0, 0, 1, 0});
+  const std::vector<Index> train = {0, 1, 2};  // unit 2 is another source's, unit 3 held out
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({})), few, kernel, train).part, -1);
+  const ModelSpec::KernelPrior p = space_kernel_prior(with_prior, few, kernel, train);
   EXPECT_EQ(p.part, 1);
   EXPECT_DOUBLE_EQ(p.sd, 0.5);
   const double a = std::log(10.0 / 1000), b = std::log(100.0 / 2000), mean = (a + b) / 2;
   EXPECT_NEAR(p.log_variance, std::log((a - mean) * (a - mean) + (b - mean) * (b - mean)), 1e-12);
   EXPECT_NEAR(p.log_lengthscale, std::log(50.0 / 4), 1e-12);
+  // Enough units: what a straight line in the covariate leaves, by the closed form of simple
+  // regression with n - 2 degrees of freedom.
+  const std::vector<double> x = {0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5}, e = {0.3, -0.2, 0.1, -0.4, 0.25, 0.05, -0.1};
+  std::vector<double> cases, people(x.size(), 1000);
+  for (size_t k = 0; k < x.size(); ++k) cases.push_back(1000 * std::exp(-4 + 0.8 * x[k] + e[k]) - 0.5);
+  const io::BuiltData many = units_of_one_pixel(x, cases, people, std::vector<int>(x.size(), 0));
+  const std::vector<Index> all = {0, 1, 2, 3, 4, 5, 6};
+  double xm = 0, ym = 0;
+  std::vector<double> y;
+  for (size_t k = 0; k < x.size(); ++k) y.push_back(-4 + 0.8 * x[k] + e[k]);
+  for (size_t k = 0; k < x.size(); ++k) {
+    xm += x[k] / 7;
+    ym += y[k] / 7;
+  }
+  double sxy = 0, sxx = 0;
+  for (size_t k = 0; k < x.size(); ++k) {
+    sxy += (x[k] - xm) * (y[k] - ym);
+    sxx += (x[k] - xm) * (x[k] - xm);
+  }
+  double rss = 0;
+  for (size_t k = 0; k < x.size(); ++k) rss += std::pow(y[k] - ym - sxy / sxx * (x[k] - xm), 2);
+  ASSERT_GT(rss / 5, 0.01);
+  EXPECT_NEAR(space_kernel_prior(with_prior, many, kernel, all).log_variance, std::log(rss / 5), 1e-9);
   // Units that agree: the variance's floor, a field of sd 0.1.
-  built.units[1].response = 19.5;
-  EXPECT_NEAR(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=1"})), built, kernel, train)
-                  .log_variance,
-              std::log(0.01), 1e-12);
+  few.units[1].response = 19.5;
+  EXPECT_NEAR(space_kernel_prior(with_prior, few, kernel, train).log_variance, std::log(0.01), 1e-12);
   // No space kernel, no prior.
-  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=1"})), built,
-                               make_kernel("ard", "none", 1, 2), train)
-                .part,
-            -1);
+  EXPECT_EQ(space_kernel_prior(with_prior, few, make_kernel("ard", "none", 1, 2), train).part, -1);
 }
 
 // Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
