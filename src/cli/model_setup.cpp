@@ -295,7 +295,11 @@ ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::Bu
                                           const std::vector<Index>& train) {
   ModelSpec::KernelPrior prior;
   const Index Dc = static_cast<Index>(built.covariates.size()), Dx = built.num_coordinates;
-  if (!(settings.model.space_prior_sd > 0) || Dx == 0) return prior;
+  // auto: on for one period. Space and time have not been measured with it (docs/experiments.md).
+  const bool wanted = settings.model.space_prior.value_or(built.time.empty());
+  if (!wanted || Dx == 0) return prior;
+  if (!(settings.model.space_prior_sd > 0))
+    throw ConfigError("model.kernel.space_prior_sd must be positive with model.kernel.space_prior on");
   for (size_t c = 0; c < kernel.parts().size(); ++c)
     if (kernel.parts()[c].begin == Dc && kernel.parts()[c].dim == Dx) prior.part = static_cast<Index>(c);
   if (prior.part < 0) return prior;

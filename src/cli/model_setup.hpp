@@ -33,11 +33,12 @@ Split hold_out_periods(Split split, const io::BuiltData& built, const std::strin
 
 ModelSpec model_spec(const Settings& settings);
 Kernel model_kernel(const Settings& settings, Index covariates, Index coordinates, const io::TimeAxis& time = {});
-// model.kernel.space_prior_sd's priors on the space part of `kernel`, centred on the data: the
+// model.kernel.space_prior's priors on the space part of `kernel`, centred on the data: the
 // variance of the first source's training units' log rates (logits of a survey's prevalence) left
 // after a least-squares fit on their mean covariates, and a quarter of the diagonal of the box
 // around every unit's pixels (held-out units, units without counts and other sources included;
-// an MPI job's processes pool their extremes). None without a space part or with sd 0.
+// an MPI job's processes pool their extremes). None without a space part, when switched off, or
+// by default with data.time.
 ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::BuiltData& built, const Kernel& kernel,
                                           const std::vector<Index>& train);
 // train.optimizer auto: full-batch L-BFGS up to this many training pixels (an objective pass

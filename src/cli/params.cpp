@@ -380,19 +380,28 @@ std::vector<Param> make_params() {
        "widens the pixel intervals beyond their nominal coverage (docs/experiments.md). A space-time fit has many "
        "bags per unit and the reverse holds: rbf's intervals are too narrow there (docs/space-time.md). auto: rbf, "
        "or matern52 with data.time."},
+      {"model.kernel.space_prior",
+       T::choice,
+       "auto",
+       {"auto", "true", "false"},
+       -kInf,
+       kInf,
+       "Normal priors on the space kernel's log variance and log lengthscale (sd model.kernel.space_prior_sd), "
+       "centred on the data's own scales: the variance of the training units' log rates (logits for surveys) that "
+       "their mean covariates leave, and a quarter of the diagonal of every unit's bounding box (km). Where the units "
+       "that report cover part of the area (units without counts, data.on_missing_response: predict), the field "
+       "fitted on them alone may lose its variance or stretch into a constant, and the rest of the map is predicted "
+       "too confidently; the priors keep it, and where every unit reports the data outweigh them "
+       "(docs/experiments.md). With data.time the space kernel's variance is the time kernel's, and only its "
+       "lengthscale would have a prior. auto: true for one period, false with data.time."},
       {"model.kernel.space_prior_sd",
        T::real,
-       "0",
+       "1",
        {},
        0,
        kInf,
-       "The sd of normal priors on the space kernel's log variance and log lengthscale, centred on the data's own "
-       "scales: the variance of the training units' log rates (logits for surveys) across units, and a quarter of "
-       "the diagonal of every unit's bounding box (km). Where the units that report cover part of the area (units "
-       "without counts, data.on_missing_response: predict), the field fitted on them alone may lose its variance or "
-       "stretch into a constant, and the rest of the map is predicted too confidently; these priors keep it "
-       "(docs/experiments.md). With data.time the space kernel's variance is the time kernel's, and only its "
-       "lengthscale has a prior. 0: none."},
+       "The sd of model.kernel.space_prior's normal priors on the log scale: 1 lets the variance and the lengthscale "
+       "sit a factor e from their centres at the cost of half a nat each."},
       {"model.kernel.time",
        T::choice,
        "auto",

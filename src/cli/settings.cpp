@@ -54,6 +54,8 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   m.kernel_covariates = r.text("model.kernel.covariates");
   m.kernel_space = r.text("model.kernel.space");
   m.kernel_time = r.text("model.kernel.time");
+  const std::string space_prior = r.text("model.kernel.space_prior");
+  if (space_prior != "auto") m.space_prior = space_prior == "true";
   m.space_prior_sd = r.real("model.kernel.space_prior_sd");
   m.inducing_count = r.integer("model.inducing.count");
   m.inducing_init = r.text("model.inducing.init");

@@ -29,8 +29,9 @@ struct Settings {
     std::optional<bool> point_spread;           // model.point_uncertainty laplace; nullopt: auto
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space, kernel_time;
-    double space_prior_sd = 0;  // model.kernel.space_prior_sd (0: none)
-    Index inducing_count = 0;   // 0: from the number of training units
+    std::optional<bool> space_prior;  // model.kernel.space_prior (none: auto)
+    double space_prior_sd = 1;        // model.kernel.space_prior_sd
+    Index inducing_count = 0;         // 0: from the number of training units
     std::string inducing_init;
   } model;
   struct Train {

@@ -199,11 +199,13 @@ io::BuiltData units_of_one_pixel(const std::vector<double>& covariate, const std
 
 TEST(Settings, SpacePriorIsCentredOnTheData) {
   const Kernel kernel = make_kernel("ard", "matern52", 1, 2);
-  const Settings with_prior = settings_of(defaults_with({"model.kernel.space_prior_sd=0.5"}));
+  const Settings with_prior = settings_of(defaults_with({"model.kernel.space_prior_sd=0.5"}));  // on by default
   // Too few units to fit the covariate: the variance of the source's training units about their mean.
   io::BuiltData few = units_of_one_pixel({1, 2, 3, 4}, {9.5, 99.5, 19.5, 1e6}, {1000, 2000, 500, 10}, {0, 0, 1, 0});
   const std::vector<Index> train = {0, 1, 2};  // unit 2 is another source's, unit 3 held out
-  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({})), few, kernel, train).part, -1);
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior=false"})), few, kernel, train).part,
+            -1);
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({})), few, kernel, train).part, 1);  // auto, one period
   const ModelSpec::KernelPrior p = space_kernel_prior(with_prior, few, kernel, train);
   EXPECT_EQ(p.part, 1);
   EXPECT_DOUBLE_EQ(p.sd, 0.5);
@@ -238,6 +240,14 @@ TEST(Settings, SpacePriorIsCentredOnTheData) {
   EXPECT_NEAR(space_kernel_prior(with_prior, few, kernel, train).log_variance, std::log(0.01), 1e-12);
   // No space kernel, no prior.
   EXPECT_EQ(space_kernel_prior(with_prior, few, make_kernel("ard", "none", 1, 2), train).part, -1);
+  // Periods: none unless asked for (the space part is then part 1 of ard + space x time).
+  few.time = io::parse_time_axis("2020-01..2020-03");
+  EXPECT_EQ(space_kernel_prior(with_prior, few, kernel, train).part, -1);
+  EXPECT_EQ(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior=true"})), few, kernel, train).part,
+            1);
+  EXPECT_THROW(space_kernel_prior(settings_of(defaults_with({"model.kernel.space_prior_sd=0"})),
+                                  units_of_one_pixel({1, 2}, {3, 4}, {10, 10}, {0, 0}), kernel, {0, 1}),
+               ConfigError);
 }
 
 // Several tasks: variational fixed effects, annealed over 1000 epochs unless set; one task keeps
