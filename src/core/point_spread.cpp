@@ -95,7 +95,16 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   const Matrix precision = -0.5 * (H + H.transpose());
   Eigen::SelfAdjointEigenSolver<Matrix> eig(precision);
   const Vector e = eig.eigenvalues().cwiseMax(1.0 / (o.max_sd * o.max_sd));
-  const Matrix D = eig.eigenvectors() * e.cwiseSqrt().cwiseInverse().asDiagonal();
+  // An eigenvector's sign is arbitrary, and rounding (another process count, another summation
+  // order) may flip it: each is turned so that its largest entry is positive, so the same fit
+  // stores the same directions.
+  Matrix U = eig.eigenvectors();
+  for (Index k = 0; k < U.cols(); ++k) {
+    Index largest = 0;
+    U.col(k).cwiseAbs().maxCoeff(&largest);
+    if (U(largest, k) < 0) U.col(k) = -U.col(k);
+  }
+  const Matrix D = U * e.cwiseSqrt().cwiseInverse().asDiagonal();
   PointSpread s;
   s.field = Matrix::Zero(pe.field, n);
   for (Index r = 0; r < n; ++r)
