@@ -266,6 +266,14 @@ void write_model_file(const std::string& path, const ModelFile& f) {
     // says which objective its parameters maximise.
     if (m.spec.unit_effect_prior_rate > 0 && m.spec.any_unit_effect())
       out << YAML::Key << "unit_effect_prior_rate" << YAML::Value << m.spec.unit_effect_prior_rate;
+    // Likewise the kernel prior (model.kernel.space_prior) with the centres the data gave.
+    if (m.spec.kernel_prior.part >= 0) {
+      const ModelSpec::KernelPrior& p = m.spec.kernel_prior;
+      out << YAML::Key << "kernel_prior" << YAML::Value << YAML::Flow << YAML::BeginMap << YAML::Key << "part"
+          << YAML::Value << p.part << YAML::Key << "log_variance" << YAML::Value << p.log_variance << YAML::Key
+          << "log_lengthscale" << YAML::Value << p.log_lengthscale << YAML::Key << "sd" << YAML::Value << p.sd
+          << YAML::EndMap;
+    }
     out << YAML::Key << "kernel" << YAML::Value;
     emit_kernel(out, m.kernel);
     out << YAML::Key << "mean" << YAML::Value << m.mean;
@@ -455,6 +463,16 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     if (!(m.spec.unit_effect_prior_rate > 0) || !std::isfinite(m.spec.unit_effect_prior_rate))
       r.broken("'model.unit_effect_prior_rate' must be a positive number");
   }
+  if (const YAML::Node kp = mn["kernel_prior"]) {
+    ModelSpec::KernelPrior& p = m.spec.kernel_prior;
+    p.part = r.get<Index>(kp, "part", "model.kernel_prior.");
+    p.log_variance = r.get<double>(kp, "log_variance", "model.kernel_prior.");
+    p.log_lengthscale = r.get<double>(kp, "log_lengthscale", "model.kernel_prior.");
+    p.sd = r.get<double>(kp, "sd", "model.kernel_prior.");
+    if (p.part < 0 || !(p.sd > 0) || !std::isfinite(p.sd) || !std::isfinite(p.log_variance) ||
+        !std::isfinite(p.log_lengthscale))
+      r.broken("'model.kernel_prior' needs a part of at least 0, a positive sd and finite centres");
+  }
   try {
     m.spec.likelihood = parse_likelihood(r.get<std::string>(mn, "likelihood", "model."));
     m.spec.link = parse_link(r.get<std::string>(mn, "link", "model."));
@@ -490,6 +508,8 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
   }
   m.spec.learn_inducing = r.get<bool>(mn, "learn_inducing", "model.");
   m.kernel = read_kernel(r, r.at(mn, "kernel", "model."), "model.kernel");
+  if (m.spec.kernel_prior.part >= static_cast<Index>(m.kernel.parts().size()))
+    r.broken("'model.kernel_prior.part' is not a part of 'model.kernel'");
   m.mean = r.get<double>(mn, "mean", "model.");
   if (m.spec.mixed()) {
     for (Index q = 1; q < m.spec.latents; ++q)

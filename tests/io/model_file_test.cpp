@@ -84,6 +84,7 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   f.model.unit_effect.log_sd = std::log(0.7);
   f.model.unit_effect.units = {"north: 1", "0042", "\u00e9st"};
   f.model.spec.unit_effect_prior_rate = -std::log(0.01) / 0.1;
+  f.model.spec.kernel_prior = {0, std::log(0.27), std::log(281.5), 0.8};
   io::write_model_file(dir / "model.yaml", f);
   const io::ModelFile g = io::read_model_file(dir / "model.yaml");
   EXPECT_EQ(g.model.spec.likelihood, LikelihoodKind::negative_binomial);
@@ -95,6 +96,10 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   EXPECT_TRUE(g.model.spec.unit_effect);
   EXPECT_EQ(g.model.unit_effect.units, f.model.unit_effect.units);
   EXPECT_EQ(g.model.spec.unit_effect_prior_rate, f.model.spec.unit_effect_prior_rate);
+  EXPECT_EQ(g.model.spec.kernel_prior.part, 0);
+  EXPECT_EQ(g.model.spec.kernel_prior.log_variance, f.model.spec.kernel_prior.log_variance);
+  EXPECT_EQ(g.model.spec.kernel_prior.log_lengthscale, f.model.spec.kernel_prior.log_lengthscale);
+  EXPECT_EQ(g.model.spec.kernel_prior.sd, 0.8);
   EXPECT_EQ(g.model.pack(), f.model.pack());
   EXPECT_EQ(g.model.param_names(), f.model.param_names());
   EXPECT_FALSE(g.model.spec.unit_effect_shared);
@@ -359,6 +364,12 @@ TEST(ModelFile, BrokenEntriesAreNamed) {
   expect_broken("width: 10", "width: ten", "'grid.width' has the wrong type");
   expect_broken("learn_inducing:", "unit_effect_prior_rate: -2\n  learn_inducing:",
                 "'model.unit_effect_prior_rate' must be a positive number");
+  expect_broken(
+      "learn_inducing:", "kernel_prior: {part: 9, log_variance: 0, log_lengthscale: 1, sd: 1}\n  learn_inducing:",
+      "'model.kernel_prior.part' is not a part of 'model.kernel'");
+  expect_broken(
+      "learn_inducing:", "kernel_prior: {part: 0, log_variance: 0, log_lengthscale: 1, sd: -1}\n  learn_inducing:",
+      "'model.kernel_prior' needs a part of at least 0, a positive sd and finite centres");
 }
 
 }  // namespace
