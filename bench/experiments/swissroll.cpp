@@ -2,6 +2,7 @@
 //   swissroll --experiment bags|size|normal [--reps 5] [--threads 2] [--inducing 100] [--epochs 300]
 //             [--methods vbagg_exp_delta,vbagg_square]   (default: every method of the experiment)
 //             [--settings 3]   (the settings' places in the experiment's list, from 0; default: all)
+//             [--polish 100]   (the polish's steps after L-BFGS, as vbagg-train takes them; default 0)
 // bags:   Poisson, training bags 100..350 (N_mean 150, N_std 50)
 // size:   Poisson, 600 training bags, N_mean varied, N_std = N_mean / 2
 // normal: the Normal bag model, training bags 100..350 (N_mean 150, N_std 50), tau = 0.1
@@ -30,7 +31,7 @@ namespace {
 
 struct Args {
   std::string experiment = "bags";
-  int reps = 5, threads = 2, epochs = 300;
+  int reps = 5, threads = 2, epochs = 300, polish = 0;
   Index inducing = 100;
   std::vector<std::string> methods;  // empty: every method
   std::vector<size_t> settings;      // empty: every setting
@@ -126,6 +127,7 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
   FitOptions fo;
   fo.optimizer = Optimizer::lbfgs;
   fo.epochs = args.epochs;
+  fo.polish = args.polish;
   fo.tolerance = 1e-7;
   fo.threads = args.threads;
   InitOptions init;
@@ -165,7 +167,9 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
   FitResult last;
   auto fit_model = [&](ModelSpec spec, const Dataset& d) {
     Model m = init_model(spec, kernel, d, init);
-    last = fit(m, d, all_train, {}, fo);
+    FitOptions o = fo;
+    if (spec.map_estimate) o.polish = 0;  // a MAP estimate has no q to polish, as vbagg-train decides
+    last = fit(m, d, all_train, {}, o);
     return m;
   };
   // Each fit's end on stderr: a miscalibrated repetition may be one that ran out of evaluations.
@@ -245,6 +249,8 @@ int main(int argc, char** argv) {
       args.inducing = std::stol(v);
     else if (k == "--epochs")
       args.epochs = std::stoi(v);
+    else if (k == "--polish")
+      args.polish = std::stoi(v);
     else if (k == "--settings")
       for (size_t from = 0; from <= v.size();) {
         const size_t comma = std::min(v.find(',', from), v.size());
@@ -283,8 +289,9 @@ int main(int argc, char** argv) {
     if (args.wants(m)) methods.push_back(m);
   const auto t0 = std::chrono::steady_clock::now();
   std::map<std::string, std::map<std::string, std::vector<double>>> pooled;  // metric -> method -> values
-  std::printf("## swiss roll: %s (%d repetitions, M = %ld, L-BFGS up to %d evaluations)\n\n", args.experiment.c_str(),
-              args.reps, static_cast<long>(args.inducing), args.epochs);
+  std::printf(
+      "## swiss roll: %s (%d repetitions, M = %ld, L-BFGS up to %d evaluations, then up to %d polish steps)\n\n",
+      args.experiment.c_str(), args.reps, static_cast<long>(args.inducing), args.epochs, args.polish);
   const char* metrics[] = {"nll", "mse", "test_nll", "calibration", "coverage95"};
   const char* titles[] = {"individual NLL (train pixels)", "individual MSE (train pixels)",
                           "bag NLL (500 test bags, mean)", "calibration error of 70-95 % intervals",
