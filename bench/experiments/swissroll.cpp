@@ -233,6 +233,17 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
   return r;
 }
 
+// "a,b,c" as {"a", "b", "c"}.
+std::vector<std::string> comma_list(const std::string& v) {
+  std::vector<std::string> out;
+  for (size_t from = 0; from <= v.size();) {
+    const size_t comma = std::min(v.find(',', from), v.size());
+    out.push_back(v.substr(from, comma - from));
+    from = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -252,17 +263,9 @@ int main(int argc, char** argv) {
     else if (k == "--polish")
       args.polish = std::stoi(v);
     else if (k == "--settings")
-      for (size_t from = 0; from <= v.size();) {
-        const size_t comma = std::min(v.find(',', from), v.size());
-        args.settings.push_back(std::stoul(v.substr(from, comma - from)));
-        from = comma + 1;
-      }
+      for (const std::string& place : comma_list(v)) args.settings.push_back(std::stoul(place));
     else if (k == "--methods")
-      for (size_t from = 0; from <= v.size();) {
-        const size_t comma = std::min(v.find(',', from), v.size());
-        args.methods.push_back(v.substr(from, comma - from));
-        from = comma + 1;
-      }
+      args.methods = comma_list(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
