@@ -269,6 +269,48 @@ TEST_F(SpaceTime, NaturalGradientStepsStayInScale) {
   for (size_t row = 2; row < rows.size(); ++row) EXPECT_GT(objective(row), objective(1)) << rows[row];
 }
 
+// A month that a unit did not report (no row in the long table), under data.on_missing_response:
+// predict: no fit or holdout list holds it, and units.csv predicts it, the unit's other months
+// informing its shared effect.
+TEST_F(SpaceTime, AMonthWithoutCountsIsPredicted) {
+  std::ifstream all(d() + "/data/cases_monthly.csv");
+  std::ofstream gap(d() + "/data/cases_gap.csv");
+  int kept = 0;
+  for (std::string line; std::getline(all, line);)
+    if (line.rfind("U003,2019-04,", 0) != 0) {
+      gap << line << "\n";
+      ++kept;
+    }
+  gap.close();
+  ASSERT_EQ(kept, 1 + 12 * 8 - 1);
+  const std::string train = bin("vbagg-train") + " --config " + d() + "/data/seasonal_long.yaml -q --threads 2 --out " +
+                            d() +
+                            "/gap --set data.units.response_table=cases_gap.csv --set data.time=2019-01..2019-06 " +
+                            "--set train.epochs=10 --set model.inducing.count=20";
+  auto r = run(train);
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("U003@2019-04"), std::string::npos) << r.output;
+  r = run(train + " --set data.on_missing_response=predict");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = read_text(d() + "/gap/model.yaml");
+  EXPECT_EQ(model.find("U003@2019-04"), std::string::npos);  // in no list of the fit
+  EXPECT_NE(model.find("U003@2019-05"), std::string::npos);
+  EXPECT_NE(model.find("U003: ["), std::string::npos);  // the unit's effect, from its other months
+  r = run(bin("vbagg-predict") + " --model " + d() + "/gap/model.yaml --out " + d() + "/gap_maps -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  int unobserved = 0;
+  for (const std::string& row : lines_of(read_text(d() + "/gap_maps/units.csv"))) {
+    if (row.find(",unobserved,") == std::string::npos) continue;
+    ++unobserved;
+    EXPECT_EQ(row.rfind("U003@2019-04,2019-04,unobserved,,", 0), 0u) << row;
+    std::stringstream cells(row);
+    std::string cell;
+    for (int k = 0; k < 5; ++k) std::getline(cells, cell, ',');
+    EXPECT_GT(std::stod(cell), 0) << row;
+  }
+  EXPECT_EQ(unobserved, 1);
+}
+
 TEST_F(SpaceTime, TimeSettingsAreRefusedWhereTheyCannotApply) {
   auto expect_refused = [](const test::RunResult& r, const std::string& part) {
     EXPECT_NE(r.code, 0) << r.output;
