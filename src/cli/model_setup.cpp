@@ -304,14 +304,8 @@ ModelSpec::KernelPrior space_kernel_prior(const Settings& settings, const io::Bu
     if (kernel.parts()[c].begin == Dc && kernel.parts()[c].dim == Dx) prior.part = static_cast<Index>(c);
   if (prior.part < 0) return prior;
   prior.log_variance = std::log(residual_log_rate_variance(built, train));
-  const Dataset& d = built.dataset;
-  Vector extremes = Vector::Constant(2 * Dx, -INFINITY);
-  for (Index k = 0; k < Dx && d.num_pixels() > 0; ++k) {
-    extremes[k] = d.inputs.row(Dc + k).maxCoeff();
-    extremes[Dx + k] = -d.inputs.row(Dc + k).minCoeff();
-  }
-  processes().max(extremes);
-  const double diagonal = (extremes.head(Dx) + extremes.tail(Dx)).norm();
+  const Matrix range = processes().row_ranges(built.dataset.inputs.middleRows(Dc, Dx));
+  const double diagonal = (range.col(1) - range.col(0)).norm();
   prior.log_lengthscale = std::log(std::max(diagonal / 4, 1e-3));
   prior.sd = settings.model.space_prior_sd;
   spdlog::info("space kernel priors (sd {:.3g} on the log scale): variance about {:.3g}, lengthscale about {:.4g} km",

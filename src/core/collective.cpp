@@ -1,5 +1,7 @@
 #include "collective.hpp"
 
+#include <cmath>
+
 namespace vbagg {
 
 namespace {
@@ -13,6 +15,21 @@ class OneProcess final : public Collective {
 };
 
 }  // namespace
+
+Matrix Collective::row_ranges(const Eigen::Ref<const Matrix>& rows) const {
+  const Index k = rows.rows();
+  // Each row's largest value and the negative of its smallest, so one maximum pools both.
+  Vector extremes = Vector::Constant(2 * k, -INFINITY);
+  if (rows.cols() > 0) {
+    extremes.head(k) = rows.rowwise().maxCoeff();
+    extremes.tail(k) = -rows.rowwise().minCoeff();
+  }
+  max(extremes);
+  Matrix range(k, 2);
+  range.col(0) = -extremes.tail(k);
+  range.col(1) = extremes.head(k);
+  return range;
+}
 
 const Collective& one_process() {
   static const OneProcess p;

@@ -27,6 +27,9 @@ class Collective {
     return x;
   }
   void max(Vector& v) const { reduce_max(v.data(), v.size()); }
+  // The smallest and largest value of each row of `rows` over every process's columns (k x 2:
+  // min, max; +inf and -inf for a row no process holds a column of).
+  Matrix row_ranges(const Eigen::Ref<const Matrix>& rows) const;
   // Whether `failed` holds on any process: lets every process leave a step together when one of
   // them could not compute its part, instead of waiting for it in the next reduction.
   bool any(bool failed) const { return sum(failed ? 1.0 : 0.0) > 0; }

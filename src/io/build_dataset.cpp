@@ -373,16 +373,11 @@ void settle_bad_units(const UnitsRead& units, const DataConfig& config, const st
 void drop_constant_covariates(const Covariates& covs, const Collective& processes, BuiltData& out) {
   Dataset& d = out.dataset;
   const Index Dc = covs.count(), Dx = out.num_coordinates, N = d.num_pixels();
-  // Each covariate's largest value and the negative of its smallest, over every process's pixels.
-  Vector extremes = Vector::Constant(2 * Dc, -INFINITY);
-  for (Index k = 0; k < Dc && N > 0; ++k) {
-    extremes[k] = d.inputs.row(k).maxCoeff();
-    extremes[Dc + k] = -d.inputs.row(k).minCoeff();
-  }
-  processes.max(extremes);
+  // Each covariate's range over every process's pixels.
+  const Matrix range = processes.row_ranges(d.inputs.topRows(Dc));
   std::vector<Index> keep;
   for (Index k = 0; k < Dc; ++k) {
-    if (extremes[k] == -extremes[Dc + k]) {
+    if (range(k, 0) == range(k, 1)) {
       out.notes.push_back("covariate '" + covs.names[static_cast<size_t>(k)] + "' ('" +
                           covs.paths[static_cast<size_t>(k)] + "') is constant over the units' pixels and is left out");
       continue;

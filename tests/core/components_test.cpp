@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/baselines.hpp"
+#include "core/collective.hpp"
 #include "core/country.hpp"
 #include "core/fit.hpp"
 #include "core/inducing.hpp"
@@ -304,6 +305,18 @@ TEST(SwissRoll, BagSizesAndRates) {
     z += (r.data.response[a] - lam) / std::sqrt(lam);
   }
   EXPECT_NEAR(z / std::sqrt(static_cast<double>(o.bags)), 0, 4);
+}
+
+// Each row's smallest and largest value; a block without columns leaves the identities of the
+// pooling maximum, +inf and -inf, so another process's values decide.
+TEST(Collective, RowRangesOfOneProcess) {
+  Matrix rows(2, 3);
+  rows << 3, -1, 2, 5, 5, 5;
+  const Matrix range = one_process().row_ranges(rows);
+  EXPECT_EQ(range, (Matrix(2, 2) << -1, 3, 5, 5).finished());
+  const Matrix none = one_process().row_ranges(Matrix(2, 0));
+  EXPECT_EQ(none(1, 0), INFINITY);
+  EXPECT_EQ(none(1, 1), -INFINITY);
 }
 
 TEST(Dataset, ValidateNamesTheProblem) {
