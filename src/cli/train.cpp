@@ -46,8 +46,7 @@ std::string run_train(const TrainArgs& args) {
   // without a response (source -1 here) is in neither the training units nor the holdout.
   std::vector<int> sources;
   for (const auto& u : built.units) sources.push_back(u.observed() ? u.source : -1);
-  if (std::find_if(built.units.begin(), built.units.end(), [](const io::UnitSummary& u) { return u.observed(); }) ==
-      built.units.end())
+  if (std::none_of(built.units.begin(), built.units.end(), [](const io::UnitSummary& u) { return u.observed(); }))
     throw DataError("no unit has a response (data.on_missing_response: predict keeps them all); nothing to fit");
   const Split split =
       hold_out_periods(split_units(sources, settings.train.holdout_fraction, settings.train.holdout_seed), built,

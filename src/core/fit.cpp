@@ -569,13 +569,14 @@ FitResult fit(Model& model, const Dataset& data, const std::vector<Index>& train
   }
   if (options.shard && options.shard->summary.num_bags() != options.shard->num_bags())
     throw DataError("the shard's summary does not list every bag");
+  const Dataset& table = bag_table(data, options);
   for (const std::vector<Index>* bags : {&train, &holdout})
     for (Index a : *bags)
-      if (!bag_table(data, options).observed(a))
-        throw DataError("bag " + bag_table(data, options).bag_name(a) +
+      if (!table.observed(a))
+        throw DataError("bag " + table.bag_name(a) +
                         " has no observation: it can be predicted, but not fitted or scored");
   model.spread = PointSpread();  // a spread belongs to the point it was taken at
-  attach_unit_effects(model, bag_table(data, options), train);
+  attach_unit_effects(model, table, train);
   check_units_whole(model.spec, train, options);
   auto run = [&](const FitOptions& o, const ParamSlice& frozen) {
     return o.optimizer == Optimizer::lbfgs ? fit_lbfgs(model, data, train, tracker, o, frozen, t0)

@@ -42,7 +42,6 @@ int units_field(OGRFeatureDefn* defn, const std::string& name, const std::string
 
 namespace {
 
-// Parses a response stored as integer, real or numeric text. Returns false when it is not a number.
 // Null, or blank text (a CSV's empty cell): no response given.
 bool response_missing(OGRFeature& f, int idx) {
   if (!f.IsFieldSetAndNotNull(idx)) return true;
@@ -52,6 +51,7 @@ bool response_missing(OGRFeature& f, int idx) {
   return text.find_first_not_of(" \t") == std::string::npos;
 }
 
+// Parses a response stored as integer, real or numeric text. Returns false when it is not a number.
 bool parse_response(OGRFeature& f, int idx, double& out) {
   const OGRFieldType type = f.GetFieldDefnRef(idx)->GetType();
   if (type == OFTInteger || type == OFTInteger64 || type == OFTReal) {

@@ -35,8 +35,8 @@ struct UnitsLayer {
 // Writes `path` atomically: per UnitsLayer one layer with every feature of its source (geometry and
 // CRS as they are) and the fields id, split, observed, predicted, <lower_field>, <upper_field>,
 // population, pixels and log_residual = log(observed) - log(predicted) (NULL unless both are
-// positive; observed is NULL for a unit without a response). A feature whose unit has no result (left out of the fit,
-// or a duplicate id) keeps its geometry with split "unused" and NULL values.
+// positive; observed is NULL for a unit without a response). A feature whose unit has no result
+// (left out of the fit, or a duplicate id) keeps its geometry with split "unused" and NULL values.
 void write_units_geopackage(const std::string& path, const std::string& lower_field, const std::string& upper_field,
                             const std::vector<UnitsLayer>& layers);
 
