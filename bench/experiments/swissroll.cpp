@@ -177,8 +177,9 @@ Run run_once(const Args& args, Index train_bags, double size_mean, double size_s
     if (!args.wants(name)) return;
     score(name, fit_model(spec, d), d);
     const auto c = r.calibration.find(name);
-    std::fprintf(stderr, "  seed %llu %s: %d evaluations, %s, calibration error %.3f, MSE %.4f\n", seed, name.c_str(),
-                 last.epochs, last.stop_reason.c_str(), c == r.calibration.end() ? NAN : c->second, r.mse[name]);
+    std::fprintf(stderr, "  seed %llu %s: %d evaluations, %s, ELBO %.3f, calibration error %.3f, MSE %.4f\n", seed,
+                 name.c_str(), last.epochs, last.stop_reason.c_str(), last.elbo,
+                 c == r.calibration.end() ? NAN : c->second, r.mse[name]);
   };
   if (normal) {
     ModelSpec s;

@@ -36,6 +36,10 @@ Vector quasi_newton_direction(const std::vector<std::pair<Vector, Vector>>& memo
   return d;
 }
 
+// A fall between two passes within this share of the objective is rounding (q_chol's round trip
+// through its packed form alone moves a concentrated q's objective by 1e-9 of itself).
+constexpr double kRounding = 1e-8;
+
 }  // namespace
 
 PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>& bags, const PolishOptions& options) {
@@ -50,14 +54,25 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   FeatureStore features(oo.feature_store_mb);
   q_alone.features = &features;
   PolishResult res;
+  // q's natural-gradient step. 1 is the exact optimum where the data term is quadratic in f; where
+  // it is far from that (small Poisson counts under the delta method), a step of 1 can lower the
+  // objective, every reading then lies below where q started, and the line search fails however
+  // short its step: on the swiss roll's 100 bags the polish ended 4-8 nats below where L-BFGS went
+  // on to (docs/experiments.md, "The polish's steps on q"). An evaluation's passes share the rest,
+  // so a pass that reads less than the one before says the step overshot: it is halved, and
+  // lengthened by a quarter after each evaluation without such a fall (a fall at a wild trial
+  // point should not slow the steps for good).
+  double q_step = 1.0;
   // first_value: where given, the objective at theta itself, before q moves (the first pass reads
   // it when q_steps > 0).
   auto evaluate = [&](const Vector& theta, double* first_value = nullptr) {
     model.unpack(theta);
     Point p;
     ++res.evaluations;
+    bool fell = false;
     try {
       Vector grad;
+      double previous = -INFINITY;
       for (int k = 0; k <= options.q_steps; ++k) {
         if (k == options.q_steps) {
           // Read where the model will be unpacked to: q_chol's round trip through its packed form
@@ -68,18 +83,25 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
         const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, k == options.q_steps ? oo : q_alone);
         model.jitter = std::max(model.jitter, v.jitter_used);
         if (k == 0 && first_value) *first_value = v.elbo;
+        if (v.elbo < previous - kRounding * std::abs(previous) && q_step > options.smallest_q_step) {
+          q_step = std::max(options.smallest_q_step, 0.5 * q_step);
+          res.smallest_q_step = std::min(res.smallest_q_step, q_step);
+          fell = true;
+        }
+        previous = v.elbo;
         if (k == options.q_steps) {
           p.value = v.elbo;
           p.g = grad.tail(rest);
           p.jitter = model.jitter;
         }
-        natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, 1.0);
+        natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, q_step);
       }
     } catch (const NumericalError&) {
       p.value = -INFINITY;
     }
     if (!std::isfinite(p.value) || !p.g.allFinite()) p.value = -INFINITY;
     p.theta = model.pack();
+    if (!fell && std::isfinite(p.value)) q_step = std::min(1.0, 1.25 * q_step);
     return p;
   };
   // Where the epochs left the fit: the polish returns there unless it ends higher (a step of size

@@ -42,6 +42,10 @@ struct PolishOptions {
   // directions promised 300-400 nats where the steps before them gained 4-8, and their line
   // searches took four trials to come back (docs/benchmarks.md, "Time to fit").
   double gain_cap = 4.0;
+  // q's natural-gradient step is halved, down to this, after a pass that read less than the one
+  // before (polish.cpp); 1 keeps every step at 1. Smaller steps follow q's optimum too slowly for
+  // the gradient of the rest to be the profile gradient.
+  double smallest_q_step = 1.0 / 64;
   ObjectiveOptions objective;  // threads and processes; q_moments_gradient is set by polish()
   // Called with the full-data ELBO after every accepted step; returning false ends the polish.
   std::function<bool(double elbo)> accepted;
@@ -52,6 +56,8 @@ struct PolishResult {
   int steps = 0;            // accepted
   std::vector<int> trials;  // evaluations each accepted step took
   double elbo = -INFINITY;
+  // The shortest natural-gradient step q took: 1 unless a step of 1 lowered the objective.
+  double smallest_q_step = 1.0;
   // FitResult's names: "polished" (a step along the gradient failed right after a restart of the
   // memory, or the objective was not finite after the first natural-gradient steps),
   // "polish_budget" (the evaluations ran out) or "callback".
@@ -59,12 +65,12 @@ struct PolishResult {
 };
 
 // Polishes the model on the listed bags of data (all of them, or with objective.processes this
-// process's share). Each evaluation takes q_steps natural-gradient steps of size 1 on q from the
-// point it starts from, reads the objective and the gradient of the rest there, and takes one
-// more step for the next start. A step's first trial is capped by gain_cap; a rejected trial
-// point is forgotten and the line search retries at a quarter of the step, 5 times. The model
-// ends where the best accepted objective was read, or where it started if that is better:
-// PolishResult::elbo is the objective of the model it leaves.
+// process's share). Each evaluation takes q_steps natural-gradient steps on q (of size 1, shortened
+// while steps lower the objective) from the point it starts from, reads the objective and the
+// gradient of the rest there, and takes one more step for the next start. A step's first trial is
+// capped by gain_cap; a rejected trial point is forgotten and the line search retries at a quarter
+// of the step, 5 times. The model ends where the best accepted objective was read, or where it
+// started if that is better: PolishResult::elbo is the objective of the model it leaves.
 PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>& bags, const PolishOptions& options);
 
 }  // namespace vbagg

@@ -8,6 +8,7 @@
 #include "core/fit.hpp"
 #include "core/init.hpp"
 #include "core/param_layout.hpp"
+#include "core/swissroll.hpp"
 #include "test_util.hpp"
 
 namespace vbagg::polish_test {
@@ -246,6 +247,50 @@ TEST(Polish, StopsAtTheTolerance) {
     EXPECT_LE(moved(n - 1), tol) << to_string(opt);
     for (size_t k = 10; k + 1 < n; ++k) EXPECT_GT(moved(k), tol) << to_string(opt) << " step " << k;
   }
+}
+
+// Small Poisson counts under the delta method, as on the swiss roll: near the optimum a
+// natural-gradient step of 1 on q lowers the objective, so with every step at 1 each reading lies
+// below where q started and the polish ends ("polished") with most of its budget left. Shortened
+// after such a fall, the steps go on, every accepted step still a rise, and end higher.
+TEST(Polish, ShortensQStepsThatLowerTheObjective) {
+  SwissRollOptions so;
+  so.bags = 60;
+  so.size_mean = 60;
+  so.size_sd = 20;
+  so.seed = 3;
+  const SwissRoll roll = make_swiss_roll(so);
+  const std::vector<Index> all = test::all_bags(roll.data);
+  ModelSpec spec;
+  spec.expectation = Expectation::delta;
+  InitOptions init;
+  init.inducing = 40;
+  init.seed = 3;
+  Model start = init_model(spec, make_kernel("ard", "none", roll.data.num_inputs(), 0), roll.data, init);
+  FitOptions o;
+  o.optimizer = Optimizer::lbfgs;
+  o.epochs = 100;
+  fit(start, roll.data, all, {}, o);
+  PolishOptions po;
+  po.evaluations = 60;
+  po.smallest_q_step = 1.0;
+  Model at_one = start;
+  const PolishResult fixed = polish(at_one, roll.data, all, po);
+  po.smallest_q_step = 1.0 / 64;
+  Model shortened = start;
+  std::vector<double> seen;
+  po.accepted = [&](double e) {
+    seen.push_back(e);
+    return true;
+  };
+  const PolishResult r = polish(shortened, roll.data, all, po);
+  EXPECT_EQ(fixed.stop_reason, "polished");
+  EXPECT_LT(fixed.evaluations, po.evaluations / 2);
+  EXPECT_EQ(fixed.smallest_q_step, 1.0);
+  EXPECT_LT(r.smallest_q_step, 1.0);
+  EXPECT_GT(r.elbo, fixed.elbo + 1.0);
+  for (size_t k = 1; k < seen.size(); ++k) EXPECT_GT(seen[k], seen[k - 1]) << "step " << k;
+  EXPECT_NEAR(elbo(shortened, roll.data, nullptr).elbo, r.elbo, 1e-10 * std::abs(r.elbo));
 }
 
 // A MAP estimate has no q for the polish's natural-gradient steps: asking for one is refused.
