@@ -251,8 +251,10 @@ TEST(Polish, StopsAtTheTolerance) {
 
 // Small Poisson counts under the delta method, as on the swiss roll: near the optimum a
 // natural-gradient step of 1 on q lowers the objective, so with every step at 1 each reading lies
-// below where q started and the polish ends ("polished") with most of its budget left. Shortened
-// after such a fall, the steps go on, every accepted step still a rise, and end higher.
+// below where q started and the polish ends ("polished") with budget left. Shortened after such a
+// fall, the steps go on, every accepted step still a rise, and end higher. (Where the fixed steps
+// give up depends on the rounding of the fit before them: after 20 of the 60 evaluations in a
+// Release build, 48 in the sanitizers' Debug build. A fit at this size is `slow`.)
 TEST(Polish, ShortensQStepsThatLowerTheObjective) {
   SwissRollOptions so;
   so.bags = 60;
@@ -285,7 +287,7 @@ TEST(Polish, ShortensQStepsThatLowerTheObjective) {
   };
   const PolishResult r = polish(shortened, roll.data, all, po);
   EXPECT_EQ(fixed.stop_reason, "polished");
-  EXPECT_LT(fixed.evaluations, po.evaluations / 2);
+  EXPECT_LT(fixed.evaluations, po.evaluations);
   EXPECT_EQ(fixed.smallest_q_step, 1.0);
   EXPECT_LT(r.smallest_q_step, 1.0);
   EXPECT_GT(r.elbo, fixed.elbo + 1.0);
