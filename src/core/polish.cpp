@@ -57,11 +57,11 @@ PolishResult polish(Model& model, const Dataset& data, const std::vector<Index>&
   // q's natural-gradient step. 1 is the exact optimum where the data term is quadratic in f; where
   // it is far from that (small Poisson counts under the delta method), a step of 1 can lower the
   // objective, every reading then lies below where q started, and the line search fails however
-  // short its step: on the swiss roll's 100 and 150 bags the polish ended up to 10 nats below where
-  // L-BFGS alone went (docs/experiments.md, "The polish's steps on q"). An evaluation's passes share the rest,
-  // so a pass that reads less than the one before says the step overshot: it is halved, and
-  // lengthened by a quarter after each evaluation without such a fall (a fall at a wild trial
-  // point should not slow the steps for good).
+  // short its step: on the swiss roll's 100 and 150 bags the polish ended up to 10 nats below
+  // where L-BFGS alone went (docs/experiments.md, "The polish's steps on q"). An evaluation's
+  // passes share the rest, so a pass that reads less than the one before says the step overshot:
+  // it is halved, and lengthened by a quarter after each evaluation without such a fall (a fall at
+  // a wild trial point should not slow the steps for good).
   double q_step = 1.0;
   // first_value: where given, the objective at theta itself, before q moves (the first pass reads
   // it when q_steps > 0).
