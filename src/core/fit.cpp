@@ -178,14 +178,26 @@ void record_unit_posteriors(Model& model, const Dataset& data, const std::vector
   for (auto& [unit, k] : index) k = next++;
   const std::vector<Index> mine = held_here(train, o);
   const std::vector<UnitEffectMoments> effects = bag_unit_effects(model, data, mine, o.threads);
-  Matrix moments = Matrix::Zero(3, next);  // mean, var, held
+  // mean, var, held, shift, then the loading on the field's draws (UnitEffectMoments)
+  // (a MAP estimate's draws are its mean: nothing to move with)
+  const Index rank = model.spec.map_estimate ? 0 : model.num_q() + model.spread.directions();
+  Matrix moments = Matrix::Zero(4 + rank, next);
   for (size_t k = 0; k < mine.size(); ++k) {
     const Index u = index[unit_of_bag(data.bag_id(mine[k]))];
-    moments.col(u) << effects[k].mean, effects[k].var, 1.0;
+    const UnitEffectMoments& e = effects[k];
+    moments.col(u).head(4) << e.mean, e.var, 1.0, e.shift;
+    if (e.loading.size() == rank) moments.col(u).tail(rank) = e.loading;
   }
   if (o.shard) o.shard->processes->sum(moments);
   for (const auto& [unit, u] : index)
-    if (moments(2, u) == 1.0) model.unit_effect.posterior[unit] = {moments(0, u), moments(1, u)};
+    if (moments(2, u) == 1.0) {
+      UnitEffectMoments& e = model.unit_effect.posterior[unit];
+      e = {moments(0, u), moments(1, u)};
+      if (rank > 0) {
+        e.shift = moments(3, u);
+        e.loading = moments.col(u).tail(rank);
+      }
+    }
 }
 
 // Reorders an epoch's shuffled groups so every stretch of it holds each source in proportion: the

@@ -177,7 +177,16 @@ struct ModelSpec {
 // Mean and variance of a unit's effect u: its conditional given its count for a training unit,
 // the prior (BagLikelihood::unit_effect_prior) for any other, (0, 0) without a unit effect.
 struct UnitEffectMoments {
+  UnitEffectMoments() = default;
+  UnitEffectMoments(double mean, double var) : mean(mean), var(var) {}
   double mean = 0, var = 0;
+  // A training unit's shared effect given its counts moves with the field it was conditioned on:
+  // the counts fix the sum of the unit's log rates and its effect far better than either part. For
+  // a draw of the field whose shared normals are zeta (q's z, then the point estimates' spread's
+  // eta, as LatentDraws orders them), the effect's conditional mean is mean + shift + loading .
+  // zeta. Empty: the effect is independent of the field's draw.
+  Vector loading;
+  double shift = 0;
 };
 
 // The least log sigma_u a fit takes. Where no spread is best, the ELBO keeps rewarding a smaller

@@ -120,14 +120,26 @@ void bag_latents(const LatentField& field, const Dataset& data, const std::vecto
 
 namespace {
 
+// Each listed bag's sums over its pixels, the bags' pixels being the columns start[k] ..
+// start[k + 1] - 1 of X: rows 0..R-1 hold sum_i g_i (t_i; a_i), the last sum_i g_i^2 (|t_i|^2 +
+// |a_i|^2), with (t_i; a_i) pixel i's factors of q's covariance in the form the draws take (T = B K,
+// then the point estimates' spread; no t_i for a MAP estimate). The same for any number of threads.
+Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& g, const std::vector<Index>& start,
+                       int threads);
+
 // Pixels whose inputs field_totals copies at a time: the whole training data's totals (a shared
 // unit effect's kept posteriors) then take a bounded copy, not a second pixel table.
 constexpr Index kTotalsPixels = 1 << 20;
 
-// sum_i w_i E[lambda_i] of each listed bag, without the unit effect.
-Vector field_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads) {
+// sum_i w_i E[lambda_i] of each listed bag, without the unit effect. With `loadings`, column k
+// the relative loading of bag k's total on the draws' shared normals zeta (UnitEffectMoments):
+// log eta_k moves by G_k . zeta to first order, G_k = sum_i g_i (t_i; a_i) / E[eta_k] with
+// g_i = w_i E[Psi'(f_i)] (bag_factor_sums).
+Vector field_totals(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
+                    Matrix* loadings = nullptr) {
   Vector totals(static_cast<Index>(bags.size()));
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  const LinkFunction& link = link_of(model.spec.link);
   const LatentField field(model);
   for (size_t first = 0; first < bags.size();) {
     std::vector<Index> chunk;
@@ -139,13 +151,25 @@ Vector field_totals(const Model& model, const Dataset& data, const std::vector<I
     Matrix X;
     Vector w, m, v;
     bag_latents(field, data, chunk, threads, X, w, m, v);
-    Index pos = 0;
+    const Index at = static_cast<Index>(first - chunk.size());
+    Vector g(w.size());
+    std::vector<Index> start{0};
     for (size_t k = 0; k < chunk.size(); ++k) {
-      const Index n = data.bag_size(chunk[k]);
+      const Index pos = start.back(), n = data.bag_size(chunk[k]);
       const Vector aw = lik.aggregate_weights(model.spec, w.segment(pos, n));
-      totals[static_cast<Index>(first - chunk.size() + k)] = lik.expected_observation(
-          link_of(model.spec.link).expected_total(aw, m.segment(pos, n), v.segment(pos, n)), data.trials_of(chunk[k]));
-      pos += n;
+      totals[at + static_cast<Index>(k)] = lik.expected_observation(
+          link.expected_total(aw, m.segment(pos, n), v.segment(pos, n)), data.trials_of(chunk[k]));
+      if (loadings)
+        for (Index i = 0; i < n; ++i) g[pos + i] = aw[i] * link.mean_slope(m[pos + i], v[pos + i]);
+      start.push_back(pos + n);
+    }
+    if (!loadings) continue;
+    const Matrix sums = bag_factor_sums(field, X, g, start, threads);
+    if (first == chunk.size()) loadings->resize(sums.rows() - 1, static_cast<Index>(bags.size()));
+    for (size_t k = 0; k < chunk.size(); ++k) {
+      const Index c = at + static_cast<Index>(k);
+      loadings->col(c) = totals[c] > 0 ? Vector(sums.col(static_cast<Index>(k)).head(sums.rows() - 1) / totals[c])
+                                       : Vector::Zero(sums.rows() - 1);
     }
   }
   return totals;
@@ -186,9 +210,10 @@ std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Data
 // unit's training periods) where the model keeps it, which also serves a forecast or a batch
 // without the unit's fitted periods; otherwise from the fitted bags in the data.
 // `leave_own_out` leaves each bag's own count out of its condition, for the density of that count:
-// always from the data.
+// always from the data. `moving`: effects from the data carry their loading on the field's draws.
 std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dataset& data,
-                                                   const std::vector<Index>& bags, int threads, bool leave_own_out) {
+                                                   const std::vector<Index>& bags, int threads, bool leave_own_out,
+                                                   bool moving) {
   std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
   std::map<std::string, std::vector<Index>> evidence;  // units to condition from the data -> their fitted bags
   for (size_t k = 0; k < bags.size(); ++k) {
@@ -210,20 +235,36 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
     fitted.push_back(a);
   }
   if (fitted.empty()) return out;
-  const Vector totals = field_totals(model, data, fitted, threads);
-  std::map<Index, double> total_of;
-  for (size_t k = 0; k < fitted.size(); ++k) total_of[fitted[k]] = totals[static_cast<Index>(k)];
+  // The effect given the unit's bags moves with the field's draw (UnitEffectMoments::loading); a MAP
+  // estimate's draws are its mean.
+  Matrix loads;
+  const Vector totals =
+      field_totals(model, data, fitted, threads, !moving || model.spec.map_estimate ? nullptr : &loads);
+  std::map<Index, Index> place;
+  for (size_t k = 0; k < fitted.size(); ++k) place[fitted[k]] = static_cast<Index>(k);
   const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
   // The effect given the unit's fitted bags but `left_out` (-1: none); the prior when none is left.
   auto posterior_of = [&](const std::vector<Index>& own, Index left_out) {
-    std::vector<double> y, t;
+    std::vector<double> y, t, slopes;
+    std::vector<Index> at;
     for (Index a : own)
       if (a != left_out) {
         y.push_back(data.response[a]);
-        t.push_back(total_of[a]);
+        at.push_back(place[a]);
+        t.push_back(totals[at.back()]);
       }
-    return y.empty() ? unit_effect_prior(model)
-                     : shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd);
+    if (y.empty()) return unit_effect_prior(model);
+    UnitEffectMoments u = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd,
+                                                       loads.size() ? &slopes : nullptr);
+    if (loads.size() == 0) return u;
+    // A draw moves bag j's log total by delta_j = G_j . zeta - |G_j|^2 / 2 (its mean is the log of
+    // the expected total, less half its variance), and the effect's mean by slopes_j delta_j.
+    u.loading = Vector::Zero(loads.rows());
+    for (size_t j = 0; j < at.size(); ++j) {
+      u.loading += slopes[j] * loads.col(at[j]);
+      u.shift -= 0.5 * slopes[j] * loads.col(at[j]).squaredNorm();
+    }
+    return u;
   };
   std::map<std::string, UnitEffectMoments> posterior;
   if (!leave_own_out)
@@ -244,7 +285,7 @@ std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const
                                                        const std::vector<Index>& bags, int threads, bool fitted_units,
                                                        const Vector* totals = nullptr) {
   if (model.spec.unit_effect && model.spec.unit_effect_shared && fitted_units)
-    return shared_unit_effects(model, data, bags, threads, false);
+    return shared_unit_effects(model, data, bags, threads, false, true);
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   if (totals) return unit_effects_given(model, data, bags, fitted, *totals);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
@@ -275,22 +316,42 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
   Matrix X;
   Vector w, m, v;
   bag_latents(field, data, bags, threads, X, w, m, v);
-  Vector cross = Vector::Zero(static_cast<Index>(bags.size()));
+  const Index n_bags = static_cast<Index>(bags.size());
+  Vector cross = Vector::Zero(n_bags);
+  Matrix sums;  // bag_factor_sums of the bags' totals
   if (integrated || lik.predictive_reads_covariance()) {
     const LinkFunction& link = link_of(model.spec.link);
     Vector g(w.size());
     for (Index i = 0; i < w.size(); ++i) g[i] = w[i] * link.mean_slope(m[i], v[i]);
     std::vector<Index> start{0};
     for (Index a : bags) start.push_back(start.back() + data.bag_size(a));
-    cross = bag_cross_covariances(field, X, g, start, threads);
+    sums = bag_factor_sums(field, X, g, start, threads);
+    const Index rank = sums.rows() - 1;
+    cross = sums.topRows(rank).colwise().squaredNorm().transpose() - sums.row(rank).transpose();
   }
   // The density of a count must not condition on that count: every unit's effect comes from the
   // prior here, training units' too; an effect shared by a unit's periods, given its other fitted
   // periods.
-  const std::vector<UnitEffectMoments> units =
-      model.spec.unit_effect && model.spec.unit_effect_shared
-          ? shared_unit_effects(model, data, bags, threads, true)
-          : std::vector<UnitEffectMoments>(bags.size(), unit_effect_prior(model));
+  const bool shared = model.spec.unit_effect && model.spec.unit_effect_shared;
+  std::vector<UnitEffectMoments> units = shared ? shared_unit_effects(model, data, bags, threads, true, integrated)
+                                                : std::vector<UnitEffectMoments>(bags.size(), unit_effect_prior(model));
+  // With the field's uncertainty integrated, a shared effect given the field's draw (its loading c)
+  // moves against the bag's own log total (loading G): log(eta e^u) has variance
+  // rho + var + |c|^2 + 2 G . c, as the draws of units.csv give it.
+  if (integrated && shared && sums.size() > 0) {
+    const LinkFunction& link = link_of(model.spec.link);
+    Index pos = 0;
+    for (Index k = 0; k < n_bags; ++k) {
+      const Index n = data.bag_size(bags[static_cast<size_t>(k)]);
+      UnitEffectMoments& u = units[static_cast<size_t>(k)];
+      double total = 0;
+      for (Index i = pos; i < pos + n; ++i) total += w[i] * link.mean(m[i], v[i]);
+      pos += n;
+      if (u.loading.size() != sums.rows() - 1 || !(total > 0)) continue;
+      const Vector G = sums.col(k).head(sums.rows() - 1) / total;
+      u = {u.mean + u.shift, u.var + u.loading.squaredNorm() + 2 * G.dot(u.loading)};
+    }
+  }
   double nll = 0;
   Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
@@ -388,13 +449,7 @@ class LatentDraws {
         shifts_(field.shifts()),
         samples_(samples),
         seed_(seed),
-        Zt_(samples, model_.num_q()),
-        Et_(samples, shifts_.directions()) {
-    for (Index k = 0; k < Zt_.cols(); ++k)
-      stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &Zt_(0, k));
-    for (Index k = 0; k < Et_.cols(); ++k)
-      stream_normals(counter_stream(seed, 3, static_cast<std::uint64_t>(k)), samples, &Et_(0, k));
-  }
+        Zeta_(shared_draw_normals(field, samples, seed)) {}
 
   static Index blocks(Index n) { return (n + kDrawBlock - 1) / kDrawBlock; }
 
@@ -432,8 +487,8 @@ class LatentDraws {
     }
     covariance_factors(post_, shifts_, X, s.m, s.T, s.A, s.latent);
     const Vector resid_sd = (s.s2 - s.T.colwise().squaredNorm().transpose()).cwiseMax(0.0).cwiseSqrt();
-    Ft.noalias() = Zt_ * s.T;  // (T^T z)^T
-    if (shifts_.directions() > 0) Ft.noalias() += Et_ * s.A;
+    Ft.noalias() = Zeta_.leftCols(s.T.rows()) * s.T;  // (T^T z)^T
+    if (shifts_.directions() > 0) Ft.noalias() += Zeta_.rightCols(s.A.rows()) * s.A;
     s.e.resize(samples_);
     for (Index i = 0; i < len; ++i) {
       Ft.col(i).array() += s.m[i];
@@ -450,26 +505,33 @@ class LatentDraws {
   const SpreadShifts& shifts_;
   const int samples_;
   const unsigned long long seed_;
-  Matrix Zt_;  // z^T: a draw per row
-  Matrix Et_;  // eta^T: a draw per row
+  Matrix Zeta_;  // (z, eta)^T: a draw per row
 };
 
 }  // namespace
+
+Matrix shared_draw_normals(const LatentField& field, int samples, unsigned long long seed) {
+  const Index Q = field.model().num_q(), K = field.shifts().directions();
+  Matrix zeta(samples, Q + K);
+  for (Index k = 0; k < Q; ++k)
+    stream_normals(counter_stream(seed, 0, static_cast<std::uint64_t>(k)), samples, &zeta(0, k));
+  for (Index k = 0; k < K; ++k)
+    stream_normals(counter_stream(seed, 3, static_cast<std::uint64_t>(k)), samples, &zeta(0, Q + k));
+  return zeta;
+}
 
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit, double trials, int threads) {
   return bag_predictive_draws(LatentField(model), X, w, samples, seed, unit, trials, threads);
 }
 
-Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
-                            unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
+Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
+                       unsigned long long seed, int threads) {
   const Model& model = field.model();
-  const Index n = X.cols();
-  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
-  const Vector w = lik.aggregate_weights(model.spec, w_in);
+  const Vector w = likelihood_of(model.spec.likelihood).aggregate_weights(model.spec, w_in);
   // The blocks' partial sums are added in block order, so the total is the same for any threads.
-  const Index blocks = LatentDraws::blocks(n);
+  const Index blocks = LatentDraws::blocks(X.cols());
   Matrix partial = Matrix::Zero(samples, blocks);
   LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     auto eta = partial.col(b);
@@ -478,29 +540,51 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
   });
   Vector eta = Vector::Zero(samples);
   for (Index b = 0; b < blocks; ++b) eta += partial.col(b);
+  return eta;
+}
+
+Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
+                            unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
+  const Model& model = field.model();
+  const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
+  const Vector w = lik.aggregate_weights(model.spec, w_in);
+  Vector eta = bag_total_draws(field, X, w_in, samples, seed, threads);
   // The unit effect moves the bag's linear predictor (a count's log rate: e^u times the rate), one u
-  // per draw; then the observation noise.
+  // per draw, its mean with the draw's field where it was conditioned on one; then the observation
+  // noise.
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
+  const bool moves = unit.loading.size() > 0 && !model.spec.map_estimate;
+  Vector along;
+  if (moves) {
+    const Matrix zeta = shared_draw_normals(field, samples, seed);
+    if (unit.loading.size() != zeta.cols())
+      throw std::invalid_argument("a unit effect's loading has " + std::to_string(unit.loading.size()) +
+                                  " entries where the field's draws have " + std::to_string(zeta.cols()));
+    along = zeta * unit.loading;
+  }
   if (unit.var > 0 || unit.mean != 0)
-    for (int s = 0; s < samples; ++s)
-      eta[s] = lik.aggregate_with_unit_effect(eta[s], unit.mean + std::sqrt(unit.var) * normal(rng));
+    for (int s = 0; s < samples; ++s) {
+      const double mean = moves ? unit.mean + unit.shift + along[s] : unit.mean;
+      eta[s] = lik.aggregate_with_unit_effect(eta[s], mean + std::sqrt(unit.var) * normal(rng));
+    }
   Vector draws(samples);
   for (int s = 0; s < samples; ++s) draws[s] = lik.draw(model, eta[s], trials, w, rng);
   return draws;
 }
 
-Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
-                             const std::vector<Index>& start, int threads) {
+namespace {
+
+Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& g, const std::vector<Index>& start,
+                       int threads) {
   const Model& model = field.model();
   const Index bags = static_cast<Index>(start.size()) - 1, N = X.cols();
   const Index rank = (model.spec.map_estimate ? 0 : field.posterior().B.rows()) + field.shifts().directions();
-  if (bags <= 0 || rank == 0) return Vector::Zero(std::max<Index>(bags, 0));
+  if (bags <= 0 || rank == 0) return Matrix::Zero(rank + 1, std::max<Index>(bags, 0));
   std::vector<Index> bag_of(static_cast<size_t>(N));
   for (Index k = 0; k < bags; ++k)
     std::fill(bag_of.begin() + start[static_cast<size_t>(k)], bag_of.begin() + start[static_cast<size_t>(k) + 1], k);
-  // Each block's sums for the run of bags it touches (from first[b]): rows 0..rank-1 hold
-  // sum_i g_i (t_i; a_i), the last sum_i g_i^2 (|t_i|^2 + |a_i|^2). Added in block order, so the
+  // Each block's sums for the run of bags it touches (from first[b]), added in block order, so the
   // result is the same for any number of threads.
   const Index blocks = (N + kDrawBlock - 1) / kDrawBlock;
   std::vector<Matrix> part(static_cast<size_t>(blocks));
@@ -536,6 +620,15 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
   Matrix sums = Matrix::Zero(rank + 1, bags);
   for (Index b = 0; b < blocks; ++b)
     sums.middleCols(first[static_cast<size_t>(b)], part[static_cast<size_t>(b)].cols()) += part[static_cast<size_t>(b)];
+  return sums;
+}
+
+}  // namespace
+
+Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
+                             const std::vector<Index>& start, int threads) {
+  const Matrix sums = bag_factor_sums(field, X, g, start, threads);
+  const Index rank = sums.rows() - 1;
   return sums.topRows(rank).colwise().squaredNorm().transpose() - sums.row(rank).transpose();
 }
 

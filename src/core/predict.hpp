@@ -91,11 +91,25 @@ namespace vbagg {
 // (f = m + T^T z + sqrt(d) e, the nystrom form of q), lambda = Psi(f), eta = sum_i w_i lambda_i,
 // then y ~ Poisson(eta) (poisson), N(eta, tau sum w^2) (normal, eta a sum or mean per
 // aggregation), Exponential(mean eta) or Binomial(trials, eta) (eta the bag's prevalence). Inputs as in the model (D x
-// N_a), w = c_i p_i. A count model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw.
+// N_a), w = c_i p_i. A count model's unit effect u ~ N(unit.mean, unit.var) multiplies eta by e^u, one u per draw;
+// with a loading, u's mean moves with the draw's f (mean + shift + loading . zeta): a training unit's
+// effect given its counts, conditioned on each draw of the field rather than on its mean.
 // Blocks of the bag's pixels are shared over `threads`; the draws are the same for any number.
 Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit = {}, double trials = 0,
                             int threads = 1);
+
+// The normals zeta that every joint draw of f with this seed shares (samples x (num_q + the point
+// spread's directions)): q's z, then the spread's eta. A shared unit effect's loading
+// (UnitEffectMoments) is read against them.
+Matrix shared_draw_normals(const LatentField& field, int samples, unsigned long long seed);
+
+// Draws of one bag's eta = sum_i w_i Psi(f_i) (as bag_predictive_draws takes them, without the unit
+// effect and the observation noise). Bags drawn with one seed share zeta, so their draws are joint
+// in it; each pixel's own residual is keyed by its column of X, so two such calls share those too,
+// column by column, where a joint draw would not.
+Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
+                       int threads = 1);
 Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                             const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 

@@ -43,8 +43,14 @@ void emit_source_parameters(YAML::Emitter& out, const Model& view) {
     emit_strings(out, view.unit_effect.units);
     if (!view.unit_effect.posterior.empty()) {
       out << YAML::Key << "posterior" << YAML::Value << YAML::BeginMap;
-      for (const auto& [unit, u] : view.unit_effect.posterior)
-        out << YAML::Key << unit << YAML::Value << YAML::Flow << YAML::BeginSeq << u.mean << u.var << YAML::EndSeq;
+      for (const auto& [unit, u] : view.unit_effect.posterior) {
+        out << YAML::Key << unit << YAML::Value << YAML::Flow << YAML::BeginSeq << u.mean << u.var;
+        if (u.loading.size() > 0) {
+          out << u.shift;
+          for (Index k = 0; k < u.loading.size(); ++k) out << u.loading[k];
+        }
+        out << YAML::EndSeq;
+      }
       out << YAML::EndMap;
     }
     out << YAML::EndMap;
@@ -157,6 +163,19 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
   } catch (const ConfigError& e) {
     r.broken(e.what());
   }
+}
+
+// A shared unit effect's loading on the field's draws (UnitEffectMoments) has one entry per entry of
+// q and direction of the point spread: known once both are read.
+void check_unit_loadings(const Reader& r, const Model& m) {
+  const Index rank = m.spec.map_estimate ? 0 : m.num_q() + m.spread.directions();
+  for (Index s = 0; s < m.spec.num_sources(); ++s)
+    for (const auto& [unit, u] : m.unit_effect_of(s).posterior)
+      if (u.loading.size() > 0 && u.loading.size() != rank)
+        r.broken("'" + std::string(s == 0 ? "model." : "model.more_sources[" + std::to_string(s - 1) + "].") +
+                 "unit_effect.posterior." + unit + "' has a loading of " + std::to_string(u.loading.size()) +
+                 " entries, expected " + std::to_string(rank) +
+                 " (one per entry of q and direction of the point spread)");
 }
 
 // model.point_spread: directions as rows, each the field's F entries and q's mean's entries.
@@ -570,13 +589,23 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
       if (s == 0) m.spec.unit_effect_shared = ue["shared"] && r.get<bool>(ue, "shared", w + "unit_effect.");
       if (ue["posterior"]) {
         if (!ue["posterior"].IsMap())
-          r.broken("'" + w + "unit_effect.posterior' must map unit ids to [mean, variance]");
+          r.broken(
+              "'" + w +
+              "unit_effect.posterior' must map unit ids to [mean, variance] or [mean, variance, shift, loading...]");
         for (const auto& entry : ue["posterior"]) {
           const std::string unit = entry.first.as<std::string>();
-          const Vector u = r.vec(ue["posterior"], unit, w + "unit_effect.posterior.", 2);
+          const Vector u = r.vec(ue["posterior"], unit, w + "unit_effect.posterior.");
+          if (u.size() < 2 || u.size() == 3)
+            r.broken("'" + w + "unit_effect.posterior." + unit +
+                     "' must be [mean, variance] or [mean, variance, shift, loading...]");
           if (!(u[1] > 0))
             r.broken("'" + w + "unit_effect.posterior." + unit + "' has a variance that is not positive");
-          m.unit_effect_of(s).posterior[unit] = {u[0], u[1]};
+          UnitEffectMoments& e = m.unit_effect_of(s).posterior[unit];
+          e = {u[0], u[1]};
+          if (u.size() > 3) {
+            e.shift = u[2];
+            e.loading = u.tail(u.size() - 3);
+          }
         }
       }
     }
@@ -624,6 +653,7 @@ ModelFile parse_model(const std::string& text, const std::string& path) {
     }
   }
   if (const YAML::Node ps = mn["point_spread"]) read_point_spread(r, ps, m);
+  check_unit_loadings(r, m);
   read_common(r, root, f, D);
   return f;
 }

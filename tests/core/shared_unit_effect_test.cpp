@@ -413,6 +413,129 @@ TEST(SharedUnitEffect, AForecastTakesTheKeptEffect) {
   EXPECT_DOUBLE_EQ(bag_predictive_nll(model, data, {6}, 1), bag_predictive_nll(without, data, {6}, 1));
 }
 
+// How the effect's mean given the counts moves with each bag's log total: the mixture's
+// Cov(u, k_j') against central differences of the mean, for both likelihoods, small and large counts.
+TEST(SharedUnitEffect, PosteriorSlopesMatchFiniteDifferences) {
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const CountLikelihood& lik = count_likelihood(k);
+    const std::vector<double> y = {0, 7, 230, 41};
+    const std::vector<double> totals = {1.5, 9.0, 180.0, 60.0};
+    std::vector<double> slopes;
+    shared_unit_effect_posterior(lik, y, totals, params_of(k), std::log(0.4), &slopes);
+    ASSERT_EQ(slopes.size(), y.size());
+    double sum = 0;
+    for (size_t j = 0; j < y.size(); ++j) {
+      const double h = 1e-5;
+      std::vector<double> up = totals, down = totals;
+      up[j] *= std::exp(h);
+      down[j] *= std::exp(-h);
+      const double numeric = (shared_unit_effect_posterior(lik, y, up, params_of(k), std::log(0.4)).mean -
+                              shared_unit_effect_posterior(lik, y, down, params_of(k), std::log(0.4)).mean) /
+                             (2 * h);
+      EXPECT_NEAR(slopes[j], numeric, 1e-5 + 1e-4 * std::abs(numeric)) << to_string(k) << " bag " << j;
+      EXPECT_LT(slopes[j], 0) << to_string(k) << " bag " << j;  // a higher rate leaves less to the effect
+      sum += slopes[j];
+    }
+    // Shifting every rate at once moves the effect back by less than the shift, by nearly all of it
+    // where Poisson counts of hundreds fix the sum.
+    EXPECT_GT(sum, -1) << to_string(k);
+    if (k == LikelihoodKind::poisson) {
+      EXPECT_LT(sum, -0.95);
+    }
+  }
+}
+
+// A training unit's effect given its fitted periods moves with the field's draw: the kept loading
+// and shift (mean + shift + loading . zeta) against the effect's conditional mean recomputed from
+// each draw's own totals of the unit's periods (the same seed, so the same zeta), by Monte Carlo.
+TEST(SharedUnitEffect, LoadingFollowsTheFieldsDraws) {
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const Dataset data = two_period_data(k);
+    Model model = shared_model(k, CovarianceMode::nystrom);
+    model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
+    const std::vector<Index> own = {1, 5};
+    // Inducing points at the unit's pixels, so their draws are all zeta (the loading leaves out the
+    // pixels' own residuals, which a bag of many pixels averages away), and q as narrow as a fit
+    // leaves it rather than the random model's near-prior width.
+    const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
+    model.inducing.resize(data.num_inputs(), n1 + n5);
+    model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
+    model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
+    model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
+    const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
+    ASSERT_EQ(u.loading.size(), model.num_q());
+    const LatentField field(model);
+    const int S = 4000;
+    const unsigned long long seed = 91;
+    const Matrix zeta = shared_draw_normals(field, S, seed);
+    std::vector<Vector> eta;
+    for (Index a : own) {
+      const Index b = data.bag_begin(a), n = data.bag_size(a);
+      eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
+                                    data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S, seed));
+    }
+    const CountLikelihood& lik = count_likelihood(k);
+    Vector exact(S), linear(S);
+    for (int s = 0; s < S; ++s) {
+      exact[s] = shared_unit_effect_posterior(lik, {data.response[1], data.response[5]}, {eta[0][s], eta[1][s]},
+                                              model.likelihood_params, model.unit_effect.log_sd)
+                     .mean;
+      linear[s] = u.mean + u.shift + zeta.row(s).dot(u.loading);
+    }
+    const double sd = std::sqrt((exact.array() - exact.mean()).square().mean());
+    const double corr = ((exact.array() - exact.mean()) * (linear.array() - linear.mean())).mean() /
+                        (sd * std::sqrt((linear.array() - linear.mean()).square().mean()));
+    const double rms = std::sqrt((exact - linear).squaredNorm() / S);
+    // The effect does move with the draw (not by a rounding), and the loading follows it.
+    EXPECT_GT(sd, 0.1 * std::sqrt(u.var)) << to_string(k);
+    EXPECT_GT(corr, 0.99) << to_string(k);
+    EXPECT_LT(rms, 0.1 * sd) << to_string(k);
+    EXPECT_NEAR(linear.mean(), exact.mean(), 0.05 * sd) << to_string(k);
+  }
+}
+
+// The density of a held-out month's count with the field's uncertainty integrated takes the unit's
+// effect given each draw of the field, as units.csv's draws do: against Monte Carlo over joint
+// draws of the fitted and the held-out month (the effect's exact conditional given each draw's
+// fitted total, then the count mixed over it), and far from the effect drawn on its own.
+TEST(SharedUnitEffect, IntegratedDensityTakesTheEffectGivenTheDraw) {
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
+    const Dataset data = two_period_data(k);
+    Model model = shared_model(k, CovarianceMode::nystrom);
+    model.unit_effect.units = {"d1@2020-01"};  // d1@2020-02 (bag 5) held out
+    // A dispersion of 50, not the random model's e^-0.5, where the count noise would drown the field.
+    if (k == LikelihoodKind::negative_binomial) model.likelihood_params.setConstant(std::log(50.0));
+    const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
+    model.inducing.resize(data.num_inputs(), n1 + n5);
+    model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
+    model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
+    model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
+    const double nll = bag_predictive_nll(model, data, {5}, 1, true);
+    const LatentField field(model);
+    const int S = 20000;
+    const unsigned long long seed = 5;
+    auto totals_of = [&](Index a) {
+      const Index b = data.bag_begin(a), n = data.bag_size(a);
+      return bag_total_draws(field, data.inputs.middleCols(b, n),
+                             data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S, seed);
+    };
+    const Vector fitted = totals_of(1), target = totals_of(5);
+    const CountLikelihood& lik = count_likelihood(k);
+    const UnitEffectMoments at_mean = bag_unit_effects(model, data, {5}, 1)[0];
+    double joint = 0, alone = 0;
+    for (int s = 0; s < S; ++s) {
+      const UnitEffectMoments given = shared_unit_effect_posterior(lik, {data.response[1]}, {fitted[s]},
+                                                                   model.likelihood_params, model.unit_effect.log_sd);
+      joint += std::exp(unit_effect_log_pmf(lik, data.response[5], target[s], model.likelihood_params, given));
+      alone += std::exp(
+          unit_effect_log_pmf(lik, data.response[5], target[s], model.likelihood_params, {at_mean.mean, at_mean.var}));
+    }
+    const double mc = -std::log(joint / S), mc_alone = -std::log(alone / S);
+    EXPECT_NEAR(nll, mc, 0.02) << to_string(k);
+    EXPECT_GT(mc_alone - mc, 0.1) << to_string(k);  // drawn on its own, the interval is too wide
+  }
+}
+
 // The density of a count conditions its unit's shared effect on the unit's other fitted periods,
 // never on the count itself.
 TEST(SharedUnitEffect, CountDensityLeavesItsOwnCountOut) {

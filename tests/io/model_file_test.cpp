@@ -125,6 +125,26 @@ TEST(ModelFile, RoundTripsLikelihoodParametersAndLinearMean) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("variance that is not positive"), std::string::npos) << e.what();
   }
+
+  // A unit's loading on the field's draws (one entry per entry of q) and its shift come back
+  // exactly; a loading of another length is a broken file that names the unit.
+  UnitEffectMoments& moving = f.model.unit_effect.posterior.at("north: 1");
+  moving.shift = 1.0 / 3.0;
+  moving.loading = Vector::LinSpaced(f.model.num_q(), -0.7, 0.3) / 7.0;
+  io::write_model_file(dir / "loaded.yaml", f);
+  const io::ModelFile l = io::read_model_file(dir / "loaded.yaml");
+  EXPECT_EQ(l.model.unit_effect.posterior.at("north: 1").shift, moving.shift);
+  EXPECT_EQ(l.model.unit_effect.posterior.at("north: 1").loading, moving.loading);
+  EXPECT_EQ(l.model.unit_effect.posterior.at("\u00e9st").loading.size(), 0);
+  moving.loading.conservativeResize(f.model.num_q() - 1);
+  io::write_model_file(dir / "short.yaml", f);
+  try {
+    io::read_model_file(dir / "short.yaml");
+    ADD_FAILURE() << "a loading of the wrong length was read";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("unit_effect.posterior.north: 1' has a loading of"), std::string::npos)
+        << e.what();
+  }
 }
 
 // A joint fit of three sources: each source's likelihood, expectation, parameters and unit effect

@@ -97,9 +97,11 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
                                 std::vector<CountMomentsGradient>* d, Vector* g_params, double* g_log_sd);
 
 // Mean and variance of a unit's shared effect given the counts y_j of its bags and their expected
-// totals without the effect.
+// totals without the effect; with `slopes`, d mean / d log total_j into (*slopes)[j] (0 for a bag
+// of zero total).
 UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const std::vector<double>& y,
-                                               const std::vector<double>& totals, const Vector& params, double log_sd);
+                                               const std::vector<double>& totals, const Vector& params, double log_sd,
+                                               std::vector<double>* slopes = nullptr);
 
 // One Poisson draw. A non-finite mean (a broken model) is a NumericalError rather than the
 // endless loop of std::poisson_distribution; beyond 10^12 the normal approximation is exact to

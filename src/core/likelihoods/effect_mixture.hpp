@@ -27,6 +27,9 @@ struct EffectMixture {
   Vector dparams;
   double mode = 0;               // of the integrand in u
   double u_mean = 0, u_var = 0;  // moments of u under the normalised integrand: u's conditional
+  // d u_mean / d t_j = Cov(u, k_j'(t_j + u)) under the normalised integrand: how u's conditional
+  // mean moves when bag j's linear predictor does (a higher rate leaves less for the effect).
+  Vector du_mean;
 };
 
 // The mixture at the linear predictors t[0..n-1]; `start` is where the search for the mode begins

@@ -140,6 +140,7 @@ EffectMixture effect_mixture(const PredictorKernel& kernel, const double* t, Ind
   out.d_log_sd = pi.dot(u.cwiseAbs2()) / sigma2 - 1;
   out.u_mean = pi.dot(u);
   out.u_var = std::max(0.0, pi.dot(u.cwiseAbs2()) - out.u_mean * out.u_mean);
+  out.du_mean = k1 * pi.cwiseProduct(u) - out.u_mean * out.d1;
   if (with_params) {
     out.dparams = Vector::Zero(num_params);
     for (Index i = 0; i < nodes; ++i)
@@ -283,17 +284,23 @@ double shared_unit_effect_score(const CountLikelihood& lik, const std::vector<do
 }
 
 UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const std::vector<double>& y,
-                                               const std::vector<double>& totals, const Vector& params, double log_sd) {
+                                               const std::vector<double>& totals, const Vector& params, double log_sd,
+                                               std::vector<double>* slopes) {
   const double var = std::exp(2 * log_sd);
   std::vector<double> ys, t;
+  std::vector<size_t> in;
   for (size_t j = 0; j < y.size(); ++j)
     if (totals[j] > 0) {
       ys.push_back(y[j]);
       t.push_back(std::log(totals[j]) - 0.5 * var);
+      in.push_back(j);
     }
+  if (slopes) slopes->assign(y.size(), 0.0);
   if (ys.empty()) return {-0.5 * var, var};
   const EffectMixture m =
       mixture_at(lik, ys.data(), t.data(), static_cast<Index>(ys.size()), params, log_sd, 0.0, false);
+  if (slopes)
+    for (size_t k = 0; k < in.size(); ++k) (*slopes)[in[k]] = m.du_mean[static_cast<Index>(k)];
   return {m.u_mean - 0.5 * var, m.u_var};
 }
 
