@@ -6,7 +6,8 @@
 # unobserved (2020-10..12 held out whole, as bench/experiments/space_time.sh holds them). The
 # dropped counts are then scored against units.csv's predictive intervals (50 and 95 %, from two
 # predictions) beside the held-out months' counts: coverage and log-MSE of log(1 + count); and
-# against the simplest imputation, the unit's nearest reported months before and after.
+# against the simplest imputation, the unit's nearest reported months before and after. Last, each
+# split (the fitted months too) against the truth (unit_month_errors.py).
 #   bench/experiments/missing_months.sh [--seeds "1"] [--units 60] [--size 100x75] [--noise 0.3]
 #                                       [--share 0.1] [--keep DIR]
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
@@ -27,6 +28,7 @@ while [ $# -gt 0 ]; do
 done
 . bench/experiments/work_folder.sh
 work_folder "$keep"
+scripts/deps.sh python3-gdal python3-numpy >&2
 
 echo "| seed | unit-months | count | fit s | covered 50 / 95 % | log-MSE |"
 echo "|---|---|---|---|---|---|"
@@ -85,4 +87,10 @@ for (unit, period), y in dropped.items():
     mse += (math.log1p(y) - sum(logs) / len(logs)) ** 2
 print(f"| {seed} | dropped, from the unit's nearest reported months | {len(dropped)} | — | — | {mse / len(dropped):.3f} |")
 PY
+  # Against the truth: each split's error of the expected count, and the width its intervals imply.
+  echo
+  echo "seed $seed against the truth:"
+  echo
+  bench/experiments/unit_month_errors.py "$d/data" "$d/p95/units.csv" "$d/p50/units.csv" "$d/data/cases_dropped.csv"
+  echo
 done
