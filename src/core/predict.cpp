@@ -190,17 +190,41 @@ std::vector<bool> fitted_bags(const Model& model, const Dataset& data, const std
   return out;
 }
 
-// totals: each bag's expected total without the effect; read for the fitted bags only.
+// A count model's effect given the counts y of bags with expected totals t (without the effect),
+// and with `loads` (field_totals' loadings of those bags, one column each; none: empty), how its
+// mean moves with the field's draw: a draw moves bag j's log total by delta_j = G_j . zeta -
+// |G_j|^2 / 2 (its mean is the log of the expected total, less half its variance), and the effect's
+// mean by slope_j delta_j (UnitEffectMoments::loading and shift).
+UnitEffectMoments count_effect_given(const Model& model, const std::vector<double>& y, const std::vector<double>& t,
+                                     const Matrix& loads) {
+  const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
+  std::vector<double> slopes;
+  UnitEffectMoments u = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd,
+                                                     loads.size() ? &slopes : nullptr);
+  if (loads.size() == 0) return u;
+  u.loading = Vector::Zero(loads.rows());
+  for (size_t j = 0; j < y.size(); ++j) {
+    u.loading += slopes[j] * loads.col(static_cast<Index>(j));
+    u.shift -= 0.5 * slopes[j] * loads.col(static_cast<Index>(j)).squaredNorm();
+  }
+  return u;
+}
+
+// totals: each bag's expected total without the effect; read for the fitted bags only. `loads`:
+// their loadings (field_totals), for a count model's effects that move with the field's draw.
 std::vector<UnitEffectMoments> unit_effects_given(const Model& model, const Dataset& data,
                                                   const std::vector<Index>& bags, const std::vector<bool>& fitted,
-                                                  const Vector& totals) {
+                                                  const Vector& totals, const Matrix& loads = Matrix()) {
   std::vector<UnitEffectMoments> out(bags.size(), unit_effect_prior(model));
   if (!model.spec.unit_effect) return out;
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
-  for (size_t k = 0; k < bags.size(); ++k)
-    if (fitted[k])
-      out[k] = lik.unit_effect_given({data.response[bags[k]], data.trials_of(bags[k])}, totals[static_cast<Index>(k)],
-                                     model.likelihood_params, model.unit_effect.log_sd);
+  for (size_t k = 0; k < bags.size(); ++k) {
+    if (!fitted[k]) continue;
+    const Index c = static_cast<Index>(k);
+    out[k] = loads.size() ? count_effect_given(model, {data.response[bags[k]]}, {totals[c]}, loads.col(c))
+                          : lik.unit_effect_given({data.response[bags[k]], data.trials_of(bags[k])}, totals[c],
+                                                  model.likelihood_params, model.unit_effect.log_sd);
+  }
   return out;
 }
 
@@ -242,10 +266,9 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
       field_totals(model, data, fitted, threads, !moving || model.spec.map_estimate ? nullptr : &loads);
   std::map<Index, Index> place;
   for (size_t k = 0; k < fitted.size(); ++k) place[fitted[k]] = static_cast<Index>(k);
-  const auto& lik = dynamic_cast<const CountLikelihood&>(likelihood_of(model.spec.likelihood));
   // The effect given the unit's fitted bags but `left_out` (-1: none); the prior when none is left.
   auto posterior_of = [&](const std::vector<Index>& own, Index left_out) {
-    std::vector<double> y, t, slopes;
+    std::vector<double> y, t;
     std::vector<Index> at;
     for (Index a : own)
       if (a != left_out) {
@@ -254,17 +277,7 @@ std::vector<UnitEffectMoments> shared_unit_effects(const Model& model, const Dat
         t.push_back(totals[at.back()]);
       }
     if (y.empty()) return unit_effect_prior(model);
-    UnitEffectMoments u = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd,
-                                                       loads.size() ? &slopes : nullptr);
-    if (loads.size() == 0) return u;
-    // A draw moves bag j's log total by delta_j = G_j . zeta - |G_j|^2 / 2 (its mean is the log of
-    // the expected total, less half its variance), and the effect's mean by slopes_j delta_j.
-    u.loading = Vector::Zero(loads.rows());
-    for (size_t j = 0; j < at.size(); ++j) {
-      u.loading += slopes[j] * loads.col(at[j]);
-      u.shift -= 0.5 * slopes[j] * loads.col(at[j]).squaredNorm();
-    }
-    return u;
+    return count_effect_given(model, y, t, loads.size() ? Matrix(loads(Eigen::all, at)) : Matrix());
   };
   std::map<std::string, UnitEffectMoments> posterior;
   if (!leave_own_out)
@@ -289,9 +302,13 @@ std::vector<UnitEffectMoments> unit_effects_one_source(const Model& model, const
   const std::vector<bool> fitted = fitted_bags(model, data, bags, fitted_units);
   if (totals) return unit_effects_given(model, data, bags, fitted, *totals);
   // Only a fitted unit's effect needs its expected total: new units (every held-out unit) skip
-  // the latent pass.
+  // the latent pass. A fitted count's effect moves with the field's draw, as a shared one does.
   const bool any = std::find(fitted.begin(), fitted.end(), true) != fitted.end();
-  return unit_effects_given(model, data, bags, fitted, any ? field_totals(model, data, bags, threads) : Vector());
+  if (!any) return unit_effects_given(model, data, bags, fitted, Vector());
+  Matrix loads;
+  const bool moving = likelihood_of(model.spec.likelihood).is_count() && !model.spec.map_estimate;
+  const Vector all = field_totals(model, data, bags, threads, moving ? &loads : nullptr);
+  return unit_effects_given(model, data, bags, fitted, all, loads);
 }
 
 Vector totals_one_source(const Model& model, const Dataset& data, const std::vector<Index>& bags, int threads,
@@ -671,7 +688,12 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
   Matrix eta = Matrix::Zero(samples, n);
   for (Index b = 0; b < blocks; ++b)
     eta.middleCols(first[static_cast<size_t>(b)], part[static_cast<size_t>(b)].cols()) += part[static_cast<size_t>(b)];
-  // Each bag's unit effect and observation noise from a stream of its own.
+  // Each bag's unit effect (its mean moving with the draw's field where it has a loading, as in
+  // bag_predictive_draws) and observation noise from a stream of its own.
+  const bool moving =
+      std::any_of(units.begin(), units.end(), [](const UnitEffectMoments& u) { return u.loading.size() > 0; }) &&
+      !model.spec.map_estimate;
+  const Matrix zeta = moving ? shared_draw_normals(field, samples, seed) : Matrix();
   Matrix y(samples, n);
   for (Index k = 0; k < n; ++k) {
     const Index a = bags[static_cast<size_t>(k)], at = start[static_cast<size_t>(k)];
@@ -679,10 +701,13 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
     std::mt19937_64 rng(counter_stream(seed, 2, static_cast<std::uint64_t>(k)));
     std::normal_distribution<double> normal;
     const UnitEffectMoments& u = units[static_cast<size_t>(k)];
+    const Vector along = moving && u.loading.size() ? Vector(zeta * u.loading) : Vector::Zero(samples);
+    const double shift = moving ? u.shift : 0.0;
     for (int s = 0; s < samples; ++s) {
-      const double e = u.var > 0 || u.mean != 0
-                           ? lik.aggregate_with_unit_effect(eta(s, k), u.mean + std::sqrt(u.var) * normal(rng))
-                           : eta(s, k);
+      const double e =
+          u.var > 0 || u.mean != 0
+              ? lik.aggregate_with_unit_effect(eta(s, k), u.mean + shift + along[s] + std::sqrt(u.var) * normal(rng))
+              : eta(s, k);
       y(s, k) = lik.draw(model, e, data.trials_of(a), wk, rng);
     }
   }

@@ -61,8 +61,9 @@ namespace vbagg {
 struct Dataset;
 
 // The unit effect of each listed bag: for a unit the model was fitted to (by Dataset::bag_id, when
-// fitted_units) its conditional given its count and its expected total, the
-// prior N(-sigma_u^2/2, sigma_u^2) for any other; (0, 0) without a unit effect.
+// fitted_units) its conditional given its count and its expected total (a count model's with its
+// loading on the field's draws, UnitEffectMoments), the prior N(-sigma_u^2/2, sigma_u^2) for any
+// other; (0, 0) without a unit effect.
 std::vector<UnitEffectMoments> bag_unit_effects(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                                                 int threads, bool fitted_units = true);
 
@@ -123,9 +124,9 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
 
 // Joint pseudo-observations of the listed bags, as a calibrated model's observations would be:
 // draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),
-// then each bag's eta, its unit effect (units[k], drawn for each bag on its own) and its
-// observation noise. `model` is the bags' source's view. Column k holds bag k's draws. Seeded;
-// the same for any number of threads.
+// then each bag's eta, its unit effect (units[k], drawn for each bag on its own, its mean moving
+// with the draw's field where it has a loading) and its observation noise. `model` is the bags' source's view. Column k
+// holds bag k's draws. Seeded; the same for any number of threads.
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                        const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed,
                        int threads = 1);

@@ -447,51 +447,60 @@ TEST(SharedUnitEffect, PosteriorSlopesMatchFiniteDifferences) {
 
 // A training unit's effect given its fitted periods moves with the field's draw: the kept loading
 // and shift (mean + shift + loading . zeta) against the effect's conditional mean recomputed from
-// each draw's own totals of the unit's periods (the same seed, so the same zeta), by Monte Carlo.
+// each draw's own totals of the unit's periods (the same seed, so the same zeta), by Monte Carlo;
+// and so does an effect per bag given its own count.
 TEST(SharedUnitEffect, LoadingFollowsTheFieldsDraws) {
-  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
-    const Dataset data = two_period_data(k);
-    Model model = shared_model(k, CovarianceMode::nystrom);
-    model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
-    const std::vector<Index> own = {1, 5};
-    // Inducing points at the unit's pixels, so their draws are all zeta (the loading leaves out the
-    // pixels' own residuals, which a bag of many pixels averages away), and q as narrow as a fit
-    // leaves it rather than the random model's near-prior width.
-    const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
-    model.inducing.resize(data.num_inputs(), n1 + n5);
-    model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
-    model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
-    model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
-    const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
-    ASSERT_EQ(u.loading.size(), model.num_q());
-    const LatentField field(model);
-    const int S = 4000;
-    const unsigned long long seed = 91;
-    const Matrix zeta = shared_draw_normals(field, S, seed);
-    std::vector<Vector> eta;
-    for (Index a : own) {
-      const Index b = data.bag_begin(a), n = data.bag_size(a);
-      eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
-                                    data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S, seed));
+  for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
+    for (bool shared : {true, false}) {
+      const std::string label = to_string(k) + (shared ? ", shared" : ", an effect per bag");
+      const Dataset data = two_period_data(k);
+      Model model = shared_model(k, CovarianceMode::nystrom);
+      model.spec.unit_effect_shared = shared;
+      model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
+      // The effect of bag 5 given its unit's fitted bags: both months, or its own.
+      const std::vector<Index> own = shared ? std::vector<Index>{1, 5} : std::vector<Index>{5};
+      // Inducing points at the unit's pixels, so their draws are all zeta (the loading leaves out the
+      // pixels' own residuals, which a bag of many pixels averages away), and q as narrow as a fit
+      // leaves it rather than the random model's near-prior width.
+      const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
+      model.inducing.resize(data.num_inputs(), n1 + n5);
+      model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
+      model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
+      model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
+      const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
+      ASSERT_EQ(u.loading.size(), model.num_q());
+      const LatentField field(model);
+      const int S = 4000;
+      const unsigned long long seed = 91;
+      const Matrix zeta = shared_draw_normals(field, S, seed);
+      std::vector<Vector> eta;
+      for (Index a : own) {
+        const Index b = data.bag_begin(a), n = data.bag_size(a);
+        eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
+                                      data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S,
+                                      seed));
+      }
+      const CountLikelihood& lik = count_likelihood(k);
+      Vector exact(S), linear(S);
+      for (int s = 0; s < S; ++s) {
+        std::vector<double> y, t;
+        for (size_t j = 0; j < own.size(); ++j) {
+          y.push_back(data.response[own[j]]);
+          t.push_back(eta[j][s]);
+        }
+        exact[s] = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd).mean;
+        linear[s] = u.mean + u.shift + zeta.row(s).dot(u.loading);
+      }
+      const double sd = std::sqrt((exact.array() - exact.mean()).square().mean());
+      const double corr = ((exact.array() - exact.mean()) * (linear.array() - linear.mean())).mean() /
+                          (sd * std::sqrt((linear.array() - linear.mean()).square().mean()));
+      const double rms = std::sqrt((exact - linear).squaredNorm() / S);
+      // The effect does move with the draw (not by a rounding), and the loading follows it.
+      EXPECT_GT(sd, 0.1 * std::sqrt(u.var)) << label;
+      EXPECT_GT(corr, 0.99) << label;
+      EXPECT_LT(rms, 0.1 * sd) << label;
+      EXPECT_NEAR(linear.mean(), exact.mean(), 0.05 * sd) << label;
     }
-    const CountLikelihood& lik = count_likelihood(k);
-    Vector exact(S), linear(S);
-    for (int s = 0; s < S; ++s) {
-      exact[s] = shared_unit_effect_posterior(lik, {data.response[1], data.response[5]}, {eta[0][s], eta[1][s]},
-                                              model.likelihood_params, model.unit_effect.log_sd)
-                     .mean;
-      linear[s] = u.mean + u.shift + zeta.row(s).dot(u.loading);
-    }
-    const double sd = std::sqrt((exact.array() - exact.mean()).square().mean());
-    const double corr = ((exact.array() - exact.mean()) * (linear.array() - linear.mean())).mean() /
-                        (sd * std::sqrt((linear.array() - linear.mean()).square().mean()));
-    const double rms = std::sqrt((exact - linear).squaredNorm() / S);
-    // The effect does move with the draw (not by a rounding), and the loading follows it.
-    EXPECT_GT(sd, 0.1 * std::sqrt(u.var)) << to_string(k);
-    EXPECT_GT(corr, 0.99) << to_string(k);
-    EXPECT_LT(rms, 0.1 * sd) << to_string(k);
-    EXPECT_NEAR(linear.mean(), exact.mean(), 0.05 * sd) << to_string(k);
-  }
 }
 
 // The density of a held-out month's count with the field's uncertainty integrated takes the unit's
