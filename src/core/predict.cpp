@@ -470,6 +470,9 @@ class LatentDraws {
 
   static Index blocks(Index n) { return (n + kDrawBlock - 1) / kDrawBlock; }
 
+  // The draws' shared normals (shared_draw_normals), a draw per row.
+  const Matrix& zeta() const { return Zeta_; }
+
   // Calls use(b, begin, Ft) for each block b of kDrawBlock pixels of X (the last may be shorter),
   // which starts at pixel `begin`, with Ft its draws (block below), the blocks shared over `threads`.
   template <class Use>
@@ -542,15 +545,15 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
   return bag_predictive_draws(LatentField(model), X, w, samples, seed, unit, trials, threads);
 }
 
-Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
-                       unsigned long long seed, int threads) {
-  const Model& model = field.model();
-  const LinkFunction& link = link_of(model.spec.link);
-  const Vector w = likelihood_of(model.spec.likelihood).aggregate_weights(model.spec, w_in);
-  // The blocks' partial sums are added in block order, so the total is the same for any threads.
+namespace {
+
+// The bag's eta = sum_i w_i Psi(f_i) (w aggregated) under each of `latent`'s draws. The blocks'
+// partial sums are added in block order, so the total is the same for any threads.
+Vector draw_totals(const LatentDraws& latent, const LinkFunction& link, const Matrix& X, const Vector& w, int samples,
+                   int threads) {
   const Index blocks = LatentDraws::blocks(X.cols());
   Matrix partial = Matrix::Zero(samples, blocks);
-  LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+  latent.over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     auto eta = partial.col(b);
     for (Index i = 0; i < Ft.cols(); ++i)
       for (int s = 0; s < samples; ++s) eta[s] += w[begin + i] * link.psi(Ft(s, i));
@@ -560,12 +563,22 @@ Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& 
   return eta;
 }
 
+}  // namespace
+
+Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
+                       unsigned long long seed, int threads) {
+  const Model& model = field.model();
+  const Vector w = likelihood_of(model.spec.likelihood).aggregate_weights(model.spec, w_in);
+  return draw_totals(LatentDraws(field, samples, seed), link_of(model.spec.link), X, w, samples, threads);
+}
+
 Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w_in, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit, double trials, int threads) {
   const Model& model = field.model();
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const Vector w = lik.aggregate_weights(model.spec, w_in);
-  Vector eta = bag_total_draws(field, X, w_in, samples, seed, threads);
+  const LatentDraws latent(field, samples, seed);
+  Vector eta = draw_totals(latent, link_of(model.spec.link), X, w, samples, threads);
   // The unit effect moves the bag's linear predictor (a count's log rate: e^u times the rate), one u
   // per draw, its mean with the draw's field where it was conditioned on one; then the observation
   // noise.
@@ -574,11 +587,10 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
   const bool moves = unit.loading.size() > 0 && !model.spec.map_estimate;
   Vector along;
   if (moves) {
-    const Matrix zeta = shared_draw_normals(field, samples, seed);
-    if (unit.loading.size() != zeta.cols())
+    if (unit.loading.size() != latent.zeta().cols())
       throw std::invalid_argument("a unit effect's loading has " + std::to_string(unit.loading.size()) +
-                                  " entries where the field's draws have " + std::to_string(zeta.cols()));
-    along = zeta * unit.loading;
+                                  " entries where the field's draws have " + std::to_string(latent.zeta().cols()));
+    along = latent.zeta() * unit.loading;
   }
   if (unit.var > 0 || unit.mean != 0)
     for (int s = 0; s < samples; ++s) {
@@ -675,7 +687,8 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
   std::vector<Matrix> part(static_cast<size_t>(blocks));
   std::vector<Index> first(static_cast<size_t>(blocks), 0);
   const LatentField field(model);
-  LatentDraws(field, samples, seed).over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
+  const LatentDraws latent(field, samples, seed);
+  latent.over_blocks(X, threads, [&](Index b, Index begin, const Matrix& Ft) {
     const Index k0 = bag_of[static_cast<size_t>(begin)], k1 = bag_of[static_cast<size_t>(begin + Ft.cols() - 1)];
     first[static_cast<size_t>(b)] = k0;
     Matrix& eta = part[static_cast<size_t>(b)];
@@ -693,7 +706,6 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
   const bool moving =
       std::any_of(units.begin(), units.end(), [](const UnitEffectMoments& u) { return u.loading.size() > 0; }) &&
       !model.spec.map_estimate;
-  const Matrix zeta = moving ? shared_draw_normals(field, samples, seed) : Matrix();
   Matrix y(samples, n);
   for (Index k = 0; k < n; ++k) {
     const Index a = bags[static_cast<size_t>(k)], at = start[static_cast<size_t>(k)];
@@ -701,7 +713,7 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
     std::mt19937_64 rng(counter_stream(seed, 2, static_cast<std::uint64_t>(k)));
     std::normal_distribution<double> normal;
     const UnitEffectMoments& u = units[static_cast<size_t>(k)];
-    const Vector along = moving && u.loading.size() ? Vector(zeta * u.loading) : Vector::Zero(samples);
+    const Vector along = moving && u.loading.size() ? Vector(latent.zeta() * u.loading) : Vector::Zero(samples);
     const double shift = moving ? u.shift : 0.0;
     for (int s = 0; s < samples; ++s) {
       const double e =
