@@ -186,6 +186,10 @@ void record_unit_posteriors(Model& model, const Dataset& data, const std::vector
     const Index u = index[unit_of_bag(data.bag_id(mine[k]))];
     const UnitEffectMoments& e = effects[k];
     moments.col(u).head(4) << e.mean, e.var, 1.0, e.shift;
+    if (e.loading.size() != rank && e.loading.size() != 0)
+      throw std::logic_error("unit " + unit_of_bag(data.bag_id(mine[k])) + "'s effect has a loading of " +
+                             std::to_string(e.loading.size()) + " entries where the field's draws have " +
+                             std::to_string(rank));
     if (e.loading.size() == rank) moments.col(u).tail(rank) = e.loading;
   }
   if (o.shard) o.shard->processes->sum(moments);

@@ -180,7 +180,7 @@ struct UnitEffectMoments {
   UnitEffectMoments() = default;
   UnitEffectMoments(double mean, double var) : mean(mean), var(var) {}
   double mean = 0, var = 0;
-  // A training unit's shared effect given its counts moves with the field it was conditioned on:
+  // A training unit's effect given its counts moves with the field it was conditioned on:
   // the counts fix the sum of the unit's log rates and its effect far better than either part. For
   // a draw of the field whose shared normals are zeta (q's z, then the point estimates' spread's
   // eta, as LatentDraws orders them), the effect's conditional mean is mean + shift + loading .

@@ -131,6 +131,7 @@ SpreadShifts::SpreadShifts(const Model& model) {
   for (Index k = 0; k < s.directions(); ++k) {
     Model moved = model;
     moved.spread = PointSpread();
+    moved.unit_effect.posterior.clear();  // latent means only: not the units' kept effects and loadings
     Vector t = theta;
     t.segment(pe.begin, pe.field) += h_ * s.field.col(k);
     moved.unpack(t);

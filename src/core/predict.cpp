@@ -547,6 +547,14 @@ Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w
 
 namespace {
 
+// loading . zeta_s of each draw s of `latent`, for a unit effect whose mean moves with the field.
+Vector effect_shifts(const LatentDraws& latent, const UnitEffectMoments& unit) {
+  if (unit.loading.size() != latent.zeta().cols())
+    throw std::invalid_argument("a unit effect's loading has " + std::to_string(unit.loading.size()) +
+                                " entries where the field's draws have " + std::to_string(latent.zeta().cols()));
+  return latent.zeta() * unit.loading;
+}
+
 // The bag's eta = sum_i w_i Psi(f_i) (w aggregated) under each of `latent`'s draws. The blocks'
 // partial sums are added in block order, so the total is the same for any threads.
 Vector draw_totals(const LatentDraws& latent, const LinkFunction& link, const Matrix& X, const Vector& w, int samples,
@@ -585,13 +593,7 @@ Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vec
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal;
   const bool moves = unit.loading.size() > 0 && !model.spec.map_estimate;
-  Vector along;
-  if (moves) {
-    if (unit.loading.size() != latent.zeta().cols())
-      throw std::invalid_argument("a unit effect's loading has " + std::to_string(unit.loading.size()) +
-                                  " entries where the field's draws have " + std::to_string(latent.zeta().cols()));
-    along = latent.zeta() * unit.loading;
-  }
+  const Vector along = moves ? effect_shifts(latent, unit) : Vector();
   if (unit.var > 0 || unit.mean != 0)
     for (int s = 0; s < samples; ++s) {
       const double mean = moves ? unit.mean + unit.shift + along[s] : unit.mean;
@@ -713,7 +715,7 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
     std::mt19937_64 rng(counter_stream(seed, 2, static_cast<std::uint64_t>(k)));
     std::normal_distribution<double> normal;
     const UnitEffectMoments& u = units[static_cast<size_t>(k)];
-    const Vector along = moving && u.loading.size() ? Vector(latent.zeta() * u.loading) : Vector::Zero(samples);
+    const Vector along = moving && u.loading.size() ? effect_shifts(latent, u) : Vector::Zero(samples);
     const double shift = moving ? u.shift : 0.0;
     for (int s = 0; s < samples; ++s) {
       const double e =

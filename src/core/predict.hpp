@@ -99,10 +99,12 @@ namespace vbagg {
 Vector bag_predictive_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples,
                             unsigned long long seed, const UnitEffectMoments& unit = {}, double trials = 0,
                             int threads = 1);
+Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
+                            const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 
 // The normals zeta that every joint draw of f with this seed shares (samples x (num_q + the point
-// spread's directions)): q's z, then the spread's eta. A shared unit effect's loading
-// (UnitEffectMoments) is read against them.
+// spread's directions)): q's z, then the spread's eta. A unit effect's loading (UnitEffectMoments)
+// is read against them.
 Matrix shared_draw_normals(const LatentField& field, int samples, unsigned long long seed);
 
 // Draws of one bag's eta = sum_i w_i Psi(f_i) (as bag_predictive_draws takes them, without the unit
@@ -111,8 +113,6 @@ Matrix shared_draw_normals(const LatentField& field, int samples, unsigned long 
 // column by column, where a joint draw would not.
 Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
                        int threads = 1);
-Vector bag_predictive_draws(const Model& model, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
-                            const UnitEffectMoments& unit = {}, double trials = 0, int threads = 1);
 
 // For bags whose pixels are the columns start[k] .. start[k + 1] - 1 of X, each bag's
 // sum_{i != j} g_i g_j Cov_q(f_i, f_j): with g_i = w_i E[Psi'(f_i)], the pixels' covariances'

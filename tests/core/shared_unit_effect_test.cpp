@@ -10,6 +10,7 @@
 #include "core/bag_pass.hpp"
 #include "core/likelihoods/count.hpp"
 #include "core/objective.hpp"
+#include "core/point_spread.hpp"
 #include "core/predict.hpp"
 #include "test_util.hpp"
 
@@ -445,62 +446,119 @@ TEST(SharedUnitEffect, PosteriorSlopesMatchFiniteDifferences) {
   }
 }
 
+// A model of unit d1 (bags 1 and 5) whose draws there are all zeta: inducing points at the unit's
+// pixels (the loading leaves out the pixels' own residuals, which a bag of many pixels averages
+// away), q as narrow as a fit leaves it rather than the random model's near-prior width, and two
+// directions of the point estimates' spread after q's entries.
+Model unit_model(LikelihoodKind k, const Dataset& data, bool shared) {
+  Model model = shared_model(k, CovarianceMode::nystrom);
+  model.spec.unit_effect_shared = shared;
+  const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
+  model.inducing.resize(data.num_inputs(), n1 + n5);
+  model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
+  model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
+  model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
+  const Index F = spread_field_size(model);
+  model.spread.field.resize(F, 2);
+  model.spread.field << Vector::LinSpaced(F, 0.025, -0.01), Vector::LinSpaced(F, -0.015, 0.02);
+  model.spread.q_mean.resize(model.num_q(), 2);
+  model.spread.q_mean << Vector::LinSpaced(model.num_q(), 0.05, -0.05), Vector::Constant(model.num_q(), 0.025);
+  return model;
+}
+
 // A training unit's effect given its fitted periods moves with the field's draw: the kept loading
 // and shift (mean + shift + loading . zeta) against the effect's conditional mean recomputed from
 // each draw's own totals of the unit's periods (the same seed, so the same zeta), by Monte Carlo;
-// and so does an effect per bag given its own count.
+// and so does an effect per bag given its own count. With q all but a point, the draws are the
+// point spread's, whose directions the loading must take after q's entries.
 TEST(SharedUnitEffect, LoadingFollowsTheFieldsDraws) {
   for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial})
-    for (bool shared : {true, false}) {
-      const std::string label = to_string(k) + (shared ? ", shared" : ", an effect per bag");
-      const Dataset data = two_period_data(k);
-      Model model = shared_model(k, CovarianceMode::nystrom);
-      model.spec.unit_effect_shared = shared;
-      model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
-      // The effect of bag 5 given its unit's fitted bags: both months, or its own.
-      const std::vector<Index> own = shared ? std::vector<Index>{1, 5} : std::vector<Index>{5};
-      // Inducing points at the unit's pixels, so their draws are all zeta (the loading leaves out the
-      // pixels' own residuals, which a bag of many pixels averages away), and q as narrow as a fit
-      // leaves it rather than the random model's near-prior width.
-      const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
-      model.inducing.resize(data.num_inputs(), n1 + n5);
-      model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
-      model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
-      model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
-      const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
-      ASSERT_EQ(u.loading.size(), model.num_q());
-      const LatentField field(model);
-      const int S = 4000;
-      const unsigned long long seed = 91;
-      const Matrix zeta = shared_draw_normals(field, S, seed);
-      std::vector<Vector> eta;
-      for (Index a : own) {
-        const Index b = data.bag_begin(a), n = data.bag_size(a);
-        eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
-                                      data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S,
-                                      seed));
-      }
-      const CountLikelihood& lik = count_likelihood(k);
-      Vector exact(S), linear(S);
-      for (int s = 0; s < S; ++s) {
-        std::vector<double> y, t;
-        for (size_t j = 0; j < own.size(); ++j) {
-          y.push_back(data.response[own[j]]);
-          t.push_back(eta[j][s]);
+    for (bool shared : {true, false})
+      for (bool spread_only : {false, true}) {
+        const std::string label =
+            to_string(k) + (shared ? ", shared" : ", an effect per bag") + (spread_only ? ", q a point" : "");
+        const Dataset data = two_period_data(k);
+        Model model = unit_model(k, data, shared);
+        // With q all but a point the draws are the spread's: its directions must follow q's entries.
+        if (spread_only) model.q_chol *= 1e-3;
+        model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
+        // The effect of bag 5 given its unit's fitted bags: both months, or its own.
+        const std::vector<Index> own = shared ? std::vector<Index>{1, 5} : std::vector<Index>{5};
+        const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
+        ASSERT_EQ(u.loading.size(), model.num_q() + 2);
+        const LatentField field(model);
+        const int S = 4000;
+        const unsigned long long seed = 91;
+        const Matrix zeta = shared_draw_normals(field, S, seed);
+        std::vector<Vector> eta;
+        for (Index a : own) {
+          const Index b = data.bag_begin(a), n = data.bag_size(a);
+          eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
+                                        data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S,
+                                        seed));
         }
-        exact[s] = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd).mean;
-        linear[s] = u.mean + u.shift + zeta.row(s).dot(u.loading);
+        const CountLikelihood& lik = count_likelihood(k);
+        Vector exact(S), linear(S);
+        for (int s = 0; s < S; ++s) {
+          std::vector<double> y, t;
+          for (size_t j = 0; j < own.size(); ++j) {
+            y.push_back(data.response[own[j]]);
+            t.push_back(eta[j][s]);
+          }
+          exact[s] = shared_unit_effect_posterior(lik, y, t, model.likelihood_params, model.unit_effect.log_sd).mean;
+          linear[s] = u.mean + u.shift + zeta.row(s).dot(u.loading);
+        }
+        const double sd = std::sqrt((exact.array() - exact.mean()).square().mean());
+        const double corr = ((exact.array() - exact.mean()) * (linear.array() - linear.mean())).mean() /
+                            (sd * std::sqrt((linear.array() - linear.mean()).square().mean()));
+        const double rms = std::sqrt((exact - linear).squaredNorm() / S);
+        // The effect does move with the draw (not by a rounding), and the loading follows it.
+        EXPECT_GT(sd, 0.03) << label;  // 3 % of the rate at least
+        EXPECT_GT(corr, 0.99) << label;
+        EXPECT_LT(rms, 0.1 * sd) << label;
+        EXPECT_NEAR(linear.mean(), exact.mean(), 0.05 * sd) << label;
       }
-      const double sd = std::sqrt((exact.array() - exact.mean()).square().mean());
-      const double corr = ((exact.array() - exact.mean()) * (linear.array() - linear.mean())).mean() /
-                          (sd * std::sqrt((linear.array() - linear.mean()).square().mean()));
-      const double rms = std::sqrt((exact - linear).squaredNorm() / S);
-      // The effect does move with the draw (not by a rounding), and the loading follows it.
-      EXPECT_GT(sd, 0.1 * std::sqrt(u.var)) << label;
-      EXPECT_GT(corr, 0.99) << label;
-      EXPECT_LT(rms, 0.1 * sd) << label;
-      EXPECT_NEAR(linear.mean(), exact.mean(), 0.05 * sd) << label;
-    }
+}
+
+// A unit-month's predictive draws of its count take the effect given each draw of the field: their
+// spread against a reference that draws the unit's months jointly, takes the effect from its exact
+// conditional given each draw's fitted totals, then the count; and narrower than with the effect
+// drawn on its own.
+TEST(SharedUnitEffect, CountDrawsTakeTheEffectGivenTheDraw) {
+  const Dataset data = two_period_data(LikelihoodKind::poisson);
+  Model model = unit_model(LikelihoodKind::poisson, data, true);
+  model.unit_effect.units = {"d1@2020-01", "d1@2020-02"};
+  const UnitEffectMoments u = bag_unit_effects(model, data, {5}, 1)[0];
+  const LatentField field(model);
+  const int S = 20000;
+  const unsigned long long seed = 13;
+  auto of_bag = [&](Index a) {
+    const Index b = data.bag_begin(a), n = data.bag_size(a);
+    return std::make_pair(Matrix(data.inputs.middleCols(b, n)),
+                          Vector(data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n))));
+  };
+  const auto [X1, w1] = of_bag(1);
+  const auto [X5, w5] = of_bag(5);
+  const Vector fitted = bag_total_draws(field, X1, w1, S, seed), target = bag_total_draws(field, X5, w5, S, seed);
+  const CountLikelihood& lik = count_likelihood(LikelihoodKind::poisson);
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> normal;
+  Vector reference(S);
+  for (int s = 0; s < S; ++s) {
+    const UnitEffectMoments given =
+        shared_unit_effect_posterior(lik, {data.response[1], data.response[5]}, {fitted[s], target[s]},
+                                     model.likelihood_params, model.unit_effect.log_sd);
+    reference[s] = poisson_draw(target[s] * std::exp(given.mean + std::sqrt(given.var) * normal(rng)), rng);
+  }
+  auto log_sd = [](const Vector& y) {
+    const Eigen::ArrayXd l = y.array().log1p();
+    return std::sqrt((l - l.mean()).square().mean());
+  };
+  const double moving = log_sd(bag_predictive_draws(field, X5, w5, S, seed, u));
+  const double alone = log_sd(bag_predictive_draws(field, X5, w5, S, seed, {u.mean, u.var}));
+  const double ref = log_sd(reference);
+  EXPECT_NEAR(moving, ref, 0.03 * ref);
+  EXPECT_GT(alone, 1.3 * ref);
 }
 
 // The density of a held-out month's count with the field's uncertainty integrated takes the unit's
@@ -510,15 +568,10 @@ TEST(SharedUnitEffect, LoadingFollowsTheFieldsDraws) {
 TEST(SharedUnitEffect, IntegratedDensityTakesTheEffectGivenTheDraw) {
   for (LikelihoodKind k : {LikelihoodKind::poisson, LikelihoodKind::negative_binomial}) {
     const Dataset data = two_period_data(k);
-    Model model = shared_model(k, CovarianceMode::nystrom);
+    Model model = unit_model(k, data, true);
     model.unit_effect.units = {"d1@2020-01"};  // d1@2020-02 (bag 5) held out
     // A dispersion of 50, not the random model's e^-0.5, where the count noise would drown the field.
     if (k == LikelihoodKind::negative_binomial) model.likelihood_params.setConstant(std::log(50.0));
-    const Index n1 = data.bag_size(1), n5 = data.bag_size(5);
-    model.inducing.resize(data.num_inputs(), n1 + n5);
-    model.inducing << data.inputs.middleCols(data.bag_begin(1), n1), data.inputs.middleCols(data.bag_begin(5), n5);
-    model.q_mean = Vector::LinSpaced(model.num_q(), -0.3, 0.3);
-    model.q_chol = 0.25 * Matrix::Identity(model.num_q(), model.num_q());
     const double nll = bag_predictive_nll(model, data, {5}, 1, true);
     const LatentField field(model);
     const int S = 20000;

@@ -28,13 +28,14 @@ struct EffectMixture {
   double mode = 0;               // of the integrand in u
   double u_mean = 0, u_var = 0;  // moments of u under the normalised integrand: u's conditional
   // d u_mean / d t_j = Cov(u, k_j'(t_j + u)) under the normalised integrand: how u's conditional
-  // mean moves when bag j's linear predictor does (a higher rate leaves less for the effect).
+  // mean moves when bag j's linear predictor does (a higher rate leaves less for the effect). Only
+  // `with_slopes`: predictions need it, the fit's terms do not.
   Vector du_mean;
 };
 
 // The mixture at the linear predictors t[0..n-1]; `start` is where the search for the mode begins
 // (a nearby mixture's mode saves Newton steps), `num_params` the size of the kernel's dparams.
 EffectMixture effect_mixture(const PredictorKernel& kernel, const double* t, Index n, double log_sd, double start,
-                             Index num_params, bool with_params);
+                             Index num_params, bool with_params, bool with_slopes = false);
 
 }  // namespace vbagg

@@ -97,8 +97,8 @@ class CountKernel final : public PredictorKernel {
 
 // The mixture over u at the log rates t of the counts y (without the pmf's constant part).
 EffectMixture mixture_at(const CountLikelihood& lik, const double* y, const double* t, Index n, const Vector& params,
-                         double log_sd, double start, bool with_params) {
-  return effect_mixture(CountKernel(lik, y, params), t, n, log_sd, start, params.size(), with_params);
+                         double log_sd, double start, bool with_params, bool with_slopes = false) {
+  return effect_mixture(CountKernel(lik, y, params), t, n, log_sd, start, params.size(), with_params, with_slopes);
 }
 
 EffectMixture mixture_at(const CountLikelihood& lik, double y, double t, const Vector& params, double log_sd,
@@ -109,7 +109,7 @@ EffectMixture mixture_at(const CountLikelihood& lik, double y, double t, const V
 }  // namespace
 
 EffectMixture effect_mixture(const PredictorKernel& kernel, const double* t, Index n, double log_sd, double start,
-                             Index num_params, bool with_params) {
+                             Index num_params, bool with_params, bool with_slopes) {
   const double sigma2 = std::exp(2 * log_sd);
   double curvature = 0;
   EffectMixture out;
@@ -140,7 +140,7 @@ EffectMixture effect_mixture(const PredictorKernel& kernel, const double* t, Ind
   out.d_log_sd = pi.dot(u.cwiseAbs2()) / sigma2 - 1;
   out.u_mean = pi.dot(u);
   out.u_var = std::max(0.0, pi.dot(u.cwiseAbs2()) - out.u_mean * out.u_mean);
-  out.du_mean = k1 * pi.cwiseProduct(u) - out.u_mean * out.d1;
+  if (with_slopes) out.du_mean = k1 * pi.cwiseProduct(u) - out.u_mean * out.d1;
   if (with_params) {
     out.dparams = Vector::Zero(num_params);
     for (Index i = 0; i < nodes; ++i)
@@ -297,8 +297,8 @@ UnitEffectMoments shared_unit_effect_posterior(const CountLikelihood& lik, const
     }
   if (slopes) slopes->assign(y.size(), 0.0);
   if (ys.empty()) return {-0.5 * var, var};
-  const EffectMixture m =
-      mixture_at(lik, ys.data(), t.data(), static_cast<Index>(ys.size()), params, log_sd, 0.0, false);
+  const EffectMixture m = mixture_at(lik, ys.data(), t.data(), static_cast<Index>(ys.size()), params, log_sd, 0.0,
+                                     false, slopes != nullptr);
   if (slopes)
     for (size_t k = 0; k < in.size(); ++k) (*slopes)[in[k]] = m.du_mean[static_cast<Index>(k)];
   return {m.u_mean - 0.5 * var, m.u_var};
