@@ -186,6 +186,16 @@ TEST(Distributed, OneProcessFailingStopsEvery) {
   EXPECT_EQ(static_cast<double>(cli::process_count()), cli::processes().sum(1.0));
 }
 
+// A unit's kept effect as the processes shared it against one process's: its moments and its loading
+// on the field's draws (summed over the processes as the moments are).
+void expect_same_effect(const UnitEffectMoments& shared, const UnitEffectMoments& one, const std::string& unit) {
+  EXPECT_NEAR(shared.mean, one.mean, 1e-10 * (1 + std::abs(one.mean))) << unit;
+  ASSERT_EQ(shared.loading.size(), one.loading.size()) << unit;
+  EXPECT_GT(one.loading.size(), 0) << unit;
+  EXPECT_NEAR(shared.shift, one.shift, 1e-8 * (1 + std::abs(one.shift))) << unit;
+  EXPECT_LT((shared.loading - one.loading).norm(), 1e-8 * (1 + one.loading.norm())) << unit;
+}
+
 // A unit effect shared by a unit's months needs the unit's bags in one process. Shared out by
 // pixels alone (not as io::build_dataset shares months out), units are split at K = 2 and 3:
 // every process refuses, naming the setting, and stays in step. Shared out whole, the fit is
@@ -237,7 +247,7 @@ TEST(Distributed, SharedUnitEffectKeepsAUnitsMonthsTogether) {
       EXPECT_LT(relative_difference(m.pack(), m1.pack()), 1e-10);
       ASSERT_EQ(m.unit_effect.posterior.size(), 6u);
       for (const auto& [unit, u] : m1.unit_effect.posterior)
-        EXPECT_NEAR(m.unit_effect.posterior.at(unit).mean, u.mean, 1e-10 * (1 + std::abs(u.mean))) << unit;
+        expect_same_effect(m.unit_effect.posterior.at(unit), u, unit);
     }
   }
   init.shard = nullptr;
