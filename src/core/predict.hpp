@@ -1,4 +1,5 @@
-// Prediction of the pixel-level intensity lambda = Psi(f) (MODEL.md section 7).
+// Prediction of the pixel-level intensity lambda = Psi(f) (MODEL.md section 7; predict.cpp), of
+// bags' totals, unit effects and densities (bag_predict.cpp), and joint draws (draws.cpp).
 #pragma once
 
 #include <vector>
@@ -112,6 +113,14 @@ Matrix shared_draw_normals(const LatentField& field, int samples, unsigned long 
 // in it; each pixel's own residual is keyed by its column of X, so two such calls share those too,
 // column by column, where a joint draw would not.
 Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& w, int samples, unsigned long long seed,
+                       int threads = 1);
+
+// For bags whose pixels are the columns start[k] .. start[k + 1] - 1 of X, each bag's sums over
+// its pixels (a column each): rows 0..R-1 hold sum_i g_i (t_i; a_i), the last sum_i g_i^2 (|t_i|^2 +
+// |a_i|^2), with (t_i; a_i) pixel i's factors of q's covariance in the form the draws take (T = B K
+// on q's z, then the point estimates' spread on its eta; no t_i for a MAP estimate). The same for
+// any number of threads.
+Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& g, const std::vector<Index>& start,
                        int threads = 1);
 
 // For bags whose pixels are the columns start[k] .. start[k + 1] - 1 of X, each bag's
