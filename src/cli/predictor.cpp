@@ -1,9 +1,11 @@
 #include "predictor.hpp"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <random>
 
+#include "core/dataset.hpp"
 #include "core/likelihood.hpp"
 #include "core/metrics.hpp"
 
@@ -73,10 +75,17 @@ class GpPredictor final : public Predictor {
   }
 
   Matrix joint_unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads) const override {
-    if (!posterior_ || model_.spec.unit_effect_shared || bags.empty()) return {};
+    if (!posterior_ || bags.empty()) return {};
+    // A unit's periods share one draw of its effect, as they share the effect itself.
+    std::vector<Index> effect_of;
+    if (model_.spec.unit_effect && model_.spec.unit_effect_shared) {
+      std::map<std::string, Index> index;
+      for (Index a : bags)
+        effect_of.push_back(index.emplace(unit_of_bag(d.bag_id(a)), static_cast<Index>(index.size())).first->second);
+    }
     return joint_bag_draws(view_of(d, bags.front()).model(), d, bags,
-                           bag_unit_effects(model_, d, bags, threads, same_units_), samples, kCoverageDrawSeed,
-                           threads);
+                           bag_unit_effects(model_, d, bags, threads, same_units_), samples, kCoverageDrawSeed, threads,
+                           effect_of);
   }
 
   Matrix draw_coverage(const Matrix& X, const Matrix& lo, const Matrix& hi, int samples, int threads,

@@ -53,8 +53,8 @@ class Predictor {
   virtual Prediction predict_pixels(const Matrix& X, const std::vector<const std::string*>& units,
                                     const PredictOptions& options, int task = 0) const = 0;
   // With a posterior: joint_bag_draws (core/predict.hpp) of the listed bags of d, all of one
-  // source, `samples` per bag (a column per bag). Empty without a posterior, and when a unit's
-  // periods share its effect (their draws would need one effect per unit, not per bag).
+  // source, `samples` per bag (a column per bag), a unit's periods sharing one draw of its effect
+  // where they share the effect. Empty without a posterior.
   virtual Matrix joint_unit_draws(const Dataset& d, const std::vector<Index>& bags, int samples, int threads) const = 0;
   // With a posterior: draw_coverage (core/predict.hpp) of task `task`'s intensity at the pixels X
   // by the intervals lo/hi (a row per pixel, a column per level), `samples` joint draws.

@@ -245,7 +245,10 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
 }
 
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
-                       const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed, int threads) {
+                       const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed, int threads,
+                       const std::vector<Index>& effect_of) {
+  if (!effect_of.empty() && effect_of.size() != bags.size())
+    throw std::invalid_argument("joint_bag_draws: effect_of must name an effect for every bag");
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Index n = static_cast<Index>(bags.size());
@@ -285,10 +288,17 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
   for (Index b = 0; b < blocks; ++b)
     eta.middleCols(first[static_cast<size_t>(b)], part[static_cast<size_t>(b)].cols()) += part[static_cast<size_t>(b)];
   // Each bag's unit effect (its mean moving with the draw's field where it has a loading, as in
-  // bag_predictive_draws) and observation noise from a stream of its own.
+  // bag_predictive_draws) and observation noise from a stream of its own; bags that share an effect
+  // (effect_of) take its normals from the effect's stream instead.
   const bool moving =
       std::any_of(units.begin(), units.end(), [](const UnitEffectMoments& u) { return u.loading.size() > 0; }) &&
       !model.spec.map_estimate;
+  Matrix shared_normals;
+  if (!effect_of.empty()) {
+    shared_normals.resize(samples, *std::max_element(effect_of.begin(), effect_of.end()) + 1);
+    for (Index g = 0; g < shared_normals.cols(); ++g)
+      stream_normals(counter_stream(seed, 4, static_cast<std::uint64_t>(g)), samples, &shared_normals(0, g));
+  }
   Matrix y(samples, n);
   for (Index k = 0; k < n; ++k) {
     const Index a = bags[static_cast<size_t>(k)], at = start[static_cast<size_t>(k)];
@@ -299,10 +309,11 @@ Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vecto
     const Vector along = moving && u.loading.size() ? effect_shifts(latent, u) : Vector::Zero(samples);
     const double shift = moving ? u.shift : 0.0;
     for (int s = 0; s < samples; ++s) {
-      const double e =
-          u.var > 0 || u.mean != 0
-              ? lik.aggregate_with_unit_effect(eta(s, k), u.mean + shift + along[s] + std::sqrt(u.var) * normal(rng))
-              : eta(s, k);
+      double e = eta(s, k);
+      if (u.var > 0 || u.mean != 0) {
+        const double z = effect_of.empty() ? normal(rng) : shared_normals(s, effect_of[static_cast<size_t>(k)]);
+        e = lik.aggregate_with_unit_effect(e, u.mean + shift + along[s] + std::sqrt(u.var) * z);
+      }
       y(s, k) = lik.draw(model, e, data.trials_of(a), wk, rng);
     }
   }

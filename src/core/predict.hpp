@@ -133,12 +133,14 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
 
 // Joint pseudo-observations of the listed bags, as a calibrated model's observations would be:
 // draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),
-// then each bag's eta, its unit effect (units[k], drawn for each bag on its own, its mean moving
-// with the draw's field where it has a loading) and its observation noise. `model` is the bags' source's view. Column k
-// holds bag k's draws. Seeded; the same for any number of threads.
+// then each bag's eta, its unit effect (units[k], its mean moving with the draw's field where it
+// has a loading) and its observation noise. `model` is the bags' source's view. Each bag draws its
+// effect on its own; with `effect_of` (an index per bag), bags of one index share one draw of it,
+// as a unit's periods share their unit's effect (ModelSpec::unit_effect_shared; their moments are
+// then the same). Column k holds bag k's draws. Seeded; the same for any number of threads.
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                        const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed,
-                       int threads = 1);
+                       int threads = 1, const std::vector<Index>& effect_of = {});
 
 // How a calibrated model's coverage of one map strays from nominal. Joint draws of the latent f
 // at the columns of X from q (as in bag_predictive_draws: z shared by every pixel), mapped by the

@@ -15,14 +15,9 @@ namespace {
 namespace fs = std::filesystem;
 using test::band_values;
 using test::bin;
+using test::json_number;
 using test::read_text;
 using test::run;
-
-double json_number(const std::string& json, const std::string& key) {
-  const auto at = json.find("\"" + key + "\": ");
-  if (at == std::string::npos) return NAN;
-  return std::stod(json.substr(at + key.size() + 4));
-}
 
 // One small country, trained once for the whole suite.
 class EndToEnd : public ::testing::Test {

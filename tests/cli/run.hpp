@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 
 #include <array>
+#include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <string>
 
 namespace vbagg::test {
@@ -26,6 +28,15 @@ inline RunResult run(const std::string& command) {
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// The number of the first `"key": x` in a JSON text (NaN when missing or null).
+inline double json_number(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\"" + key + "\": ");
+  if (at == std::string::npos) return NAN;
+  std::istringstream in(text.substr(at + key.size() + 4));
+  double x = NAN;
+  return in >> x ? x : NAN;
 }
 
 }  // namespace vbagg::test

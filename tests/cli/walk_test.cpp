@@ -20,6 +20,7 @@ namespace vbagg::walk_test {
 
 namespace fs = std::filesystem;
 using test::bin;
+using test::json_number;
 using test::read_text;
 using test::run;
 
@@ -33,15 +34,6 @@ std::vector<double> json_list(const std::string& text, const std::string& key) {
   char sep = ',';
   while (sep == ',' && in >> x >> sep) v.push_back(x);
   return v;
-}
-
-// The number of `"key": x` in text (NaN when missing or null).
-double json_number(const std::string& text, const std::string& key) {
-  const size_t at = text.find("\"" + key + "\": ");
-  if (at == std::string::npos) return NAN;
-  std::istringstream in(text.substr(at + key.size() + 4));
-  double x = NAN;
-  return in >> x ? x : NAN;
 }
 
 struct UnitRow {

@@ -274,6 +274,37 @@ TEST(Predict, JointBagDrawsShareTheFieldAndDrawEachUnitEffect) {
   EXPECT_LT(corr(yu.col(0), yu.col(1)), corr(y.col(0), y.col(1)));
 }
 
+// Bags that share a unit's effect (effect_of, as a unit's periods do) take one draw of it: their
+// columns move together far more than those of bags with effects of their own (whose correlation
+// is the field's alone), and each column's spread is the same either way.
+TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
+  const Index D = 2;
+  const Dataset data = test::random_dataset(1, 30, 30, D, LikelihoodKind::poisson, 3);
+  ModelSpec spec;
+  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 4);
+  model.mean = 1.0;
+  const int S = 4000;
+  const std::vector<UnitEffectMoments> effect(3, UnitEffectMoments{-0.5, 1.0});
+  const std::vector<Index> bags = {0, 0, 0}, effect_of = {0, 0, 1};
+  const Matrix shared = joint_bag_draws(model, data, bags, effect, S, 5, 1, effect_of);
+  EXPECT_TRUE(shared == joint_bag_draws(model, data, bags, effect, S, 5, 2, effect_of));
+  const Matrix own = joint_bag_draws(model, data, bags, effect, S, 5, 1);
+  auto log_corr = [](const Vector& a, const Vector& b) {
+    const Vector x = a.array().log1p() - a.array().log1p().mean(), z = b.array().log1p() - b.array().log1p().mean();
+    return x.dot(z) / std::sqrt(x.squaredNorm() * z.squaredNorm());
+  };
+  const double noise = 5 / std::sqrt(static_cast<double>(S));
+  EXPECT_GT(log_corr(shared.col(0), shared.col(1)), 0.9);
+  EXPECT_LT(log_corr(own.col(0), own.col(1)), 0.5);
+  EXPECT_NEAR(log_corr(shared.col(0), shared.col(2)), log_corr(own.col(0), own.col(1)), noise);
+  auto log_sd = [](const Vector& a) {
+    const Eigen::ArrayXd l = a.array().log1p();
+    return std::sqrt((l - l.mean()).square().mean());
+  };
+  EXPECT_NEAR(log_sd(shared.col(0)) / log_sd(own.col(0)), 1.0, 0.05);
+  EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, 1}), std::invalid_argument);
+}
+
 // For the identity link the covariances' share is all of a bag's variance beyond its pixels' own,
 // so sum_i w_i^2 v_i + cross is the variance of the joint draws of a Normal bag model with next to
 // no observation noise (sum aggregation: eta = sum_i w_i f_i). Bags of 400-900 pixels span several
