@@ -245,25 +245,34 @@ TEST(Predict, JointBagDrawsKeepEachBagsMean) {
   }
 }
 
+// One bag of 30 pixels under a model with a random q, whose draws the tests below repeat.
+struct OneBag {
+  Dataset data = test::random_dataset(1, 30, 30, 2, LikelihoodKind::poisson, 3);
+  Model model = [] {
+    Model m = test::random_model(ModelSpec(), make_kernel("rbf", "none", 2, 0), 6, 2, 4);
+    m.mean = 1.0;
+    return m;
+  }();
+};
+
+double sample_correlation(const Vector& a, const Vector& b) {
+  const Vector x = a.array() - a.mean(), z = b.array() - b.mean();
+  return x.dot(z) / std::sqrt(x.squaredNorm() * z.squaredNorm());
+}
+
 // The same bag listed twice: its two columns share the field's draw z (independent draws of it,
 // as bag_predictive_draws with two seeds gives, are uncorrelated), and a unit effect of sd 0.5
 // spreads each column as a lognormal factor does.
 TEST(Predict, JointBagDrawsShareTheFieldAndDrawEachUnitEffect) {
-  const Index D = 2;
-  const Dataset data = test::random_dataset(1, 30, 30, D, LikelihoodKind::poisson, 3);
-  ModelSpec spec;
-  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 4);
-  model.mean = 1.0;
+  const OneBag one;
+  const Dataset& data = one.data;
+  const Model& model = one.model;
   const int S = 4000;
-  auto corr = [](const Vector& a, const Vector& b) {
-    const Vector x = a.array() - a.mean(), z = b.array() - b.mean();
-    return x.dot(z) / std::sqrt(x.squaredNorm() * z.squaredNorm());
-  };
   const Matrix y = joint_bag_draws(model, data, {0, 0}, std::vector<UnitEffectMoments>(2), S, 5);
-  EXPECT_GT(corr(y.col(0), y.col(1)), 5 / std::sqrt(static_cast<double>(S)));
+  EXPECT_GT(sample_correlation(y.col(0), y.col(1)), 5 / std::sqrt(static_cast<double>(S)));
   const Vector w = data.weights();
-  EXPECT_LT(std::abs(corr(bag_predictive_draws(model, data.inputs, w, S, 5),
-                          bag_predictive_draws(model, data.inputs, w, S, 6))),
+  EXPECT_LT(std::abs(sample_correlation(bag_predictive_draws(model, data.inputs, w, S, 5),
+                                        bag_predictive_draws(model, data.inputs, w, S, 6))),
             5 / std::sqrt(static_cast<double>(S)));
   // With u ~ N(-0.125, 0.25) on each bag: the mean stays (E[e^u] = 1), the spread grows, and the
   // two columns' effects are their own (the correlation falls).
@@ -271,18 +280,16 @@ TEST(Predict, JointBagDrawsShareTheFieldAndDrawEachUnitEffect) {
   const Matrix yu = joint_bag_draws(model, data, {0, 0}, effect, S, 5);
   const double sd = expect_mean_near(yu.col(0), expected_total(model, data.inputs, w));
   EXPECT_GT(sd, 1.2 * std::sqrt((y.col(0).array() - y.col(0).mean()).square().mean()));
-  EXPECT_LT(corr(yu.col(0), yu.col(1)), corr(y.col(0), y.col(1)));
+  EXPECT_LT(sample_correlation(yu.col(0), yu.col(1)), sample_correlation(y.col(0), y.col(1)));
 }
 
 // Bags that share a unit's effect (effect_of, as a unit's periods do) take one draw of it: their
 // columns move together far more than those of bags with effects of their own (whose correlation
 // is the field's alone), and each column's spread is the same either way.
 TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
-  const Index D = 2;
-  const Dataset data = test::random_dataset(1, 30, 30, D, LikelihoodKind::poisson, 3);
-  ModelSpec spec;
-  Model model = test::random_model(spec, make_kernel("rbf", "none", D, 0), 6, D, 4);
-  model.mean = 1.0;
+  const OneBag one;
+  const Dataset& data = one.data;
+  const Model& model = one.model;
   const int S = 4000;
   const std::vector<UnitEffectMoments> effect(3, UnitEffectMoments{-0.5, 1.0});
   const std::vector<Index> bags = {0, 0, 0}, effect_of = {0, 0, 1};
@@ -290,8 +297,7 @@ TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
   EXPECT_TRUE(shared == joint_bag_draws(model, data, bags, effect, S, 5, 2, effect_of));
   const Matrix own = joint_bag_draws(model, data, bags, effect, S, 5, 1);
   auto log_corr = [](const Vector& a, const Vector& b) {
-    const Vector x = a.array().log1p() - a.array().log1p().mean(), z = b.array().log1p() - b.array().log1p().mean();
-    return x.dot(z) / std::sqrt(x.squaredNorm() * z.squaredNorm());
+    return sample_correlation(a.array().log1p().matrix(), b.array().log1p().matrix());
   };
   const double noise = 5 / std::sqrt(static_cast<double>(S));
   EXPECT_GT(log_corr(shared.col(0), shared.col(1)), 0.9);
