@@ -1,6 +1,5 @@
 // Predictions of bags: their units' effects, their expected totals and the predictive density of
 // their observations (predict.hpp).
-#include <algorithm>
 #include <cmath>
 #include <map>
 #include <unordered_set>
@@ -9,7 +8,6 @@
 #include "likelihood.hpp"
 #include "likelihoods/count.hpp"
 #include "link.hpp"
-#include "metrics.hpp"
 #include "predict.hpp"
 
 namespace vbagg {

@@ -193,6 +193,9 @@ Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& 
                        int threads) {
   const Model& model = field.model();
   const Index bags = static_cast<Index>(start.size()) - 1, N = X.cols();
+  if (start.empty() || start.front() != 0 || start.back() != N || g.size() != N ||
+      !std::is_sorted(start.begin(), start.end()))
+    throw std::invalid_argument("bag_factor_sums: start must rise from 0 to the pixels of X, with a weight per pixel");
   const Index rank = (model.spec.map_estimate ? 0 : field.posterior().B.rows()) + field.shifts().directions();
   if (bags <= 0 || rank == 0) return Matrix::Zero(rank + 1, std::max<Index>(bags, 0));
   std::vector<Index> bag_of(static_cast<size_t>(N));
@@ -247,8 +250,10 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                        const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed, int threads,
                        const std::vector<Index>& effect_of) {
-  if (!effect_of.empty() && effect_of.size() != bags.size())
-    throw std::invalid_argument("joint_bag_draws: effect_of must name an effect for every bag");
+  if (!effect_of.empty() && (effect_of.size() != bags.size() ||
+                             std::any_of(effect_of.begin(), effect_of.end(),
+                                         [&](Index e) { return e < 0 || e >= static_cast<Index>(bags.size()); })))
+    throw std::invalid_argument("joint_bag_draws: effect_of must give every bag an effect in 0 .. bags - 1");
   const BagLikelihood& lik = likelihood_of(model.spec.likelihood);
   const LinkFunction& link = link_of(model.spec.link);
   const Index n = static_cast<Index>(bags.size());

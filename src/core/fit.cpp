@@ -167,7 +167,9 @@ void check_units_whole(const ModelSpec& spec, const std::vector<Index>& train, c
 
 // UnitEffect::posterior of the fitted model: each training unit's shared effect given all its
 // training periods. A unit's bags are held by one process (check_units_whole), which fills its
-// entry; the sum over the processes copies it to all.
+// entry; the sum over the processes copies it to all. A shared effect comes with periods, which
+// take one source (the configuration refuses data.time with data.sources), so every unit is the
+// first source's.
 void record_unit_posteriors(Model& model, const Dataset& data, const std::vector<Index>& train, const FitOptions& o) {
   model.unit_effect.posterior.clear();
   if (!model.spec.unit_effect || !model.spec.unit_effect_shared) return;

@@ -135,9 +135,11 @@ Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Ve
 // draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),
 // then each bag's eta, its unit effect (units[k], its mean moving with the draw's field where it
 // has a loading) and its observation noise. `model` is the bags' source's view. Each bag draws its
-// effect on its own; with `effect_of` (an index per bag), bags of one index share one draw of it,
-// as a unit's periods share their unit's effect (ModelSpec::unit_effect_shared; their moments are
-// then the same). Column k holds bag k's draws. Seeded; the same for any number of threads.
+// effect on its own; with `effect_of` (an index in 0 .. bags - 1 per bag), bags of one index share
+// one draw of its standard normal, which each scales by its own moments: one draw of the effect
+// where their moments are the same, as for a unit's periods sharing their unit's effect
+// (ModelSpec::unit_effect_shared). Column k holds bag k's draws. Seeded; the same for any number
+// of threads.
 Matrix joint_bag_draws(const Model& model, const Dataset& data, const std::vector<Index>& bags,
                        const std::vector<UnitEffectMoments>& units, int samples, unsigned long long seed,
                        int threads = 1, const std::vector<Index>& effect_of = {});

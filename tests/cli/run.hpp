@@ -39,4 +39,18 @@ inline double json_number(const std::string& text, const std::string& key) {
   return in >> x ? x : NAN;
 }
 
+// The object `"key": {...}` of a JSON text, braces included (empty when missing), so that a search
+// inside it cannot run on into the next object.
+inline std::string json_object(const std::string& text, const std::string& key) {
+  const size_t at = text.find("\"" + key + "\": {");
+  if (at == std::string::npos) return "";
+  const size_t open = text.find('{', at);
+  int depth = 0;
+  for (size_t i = open; i < text.size(); ++i) {
+    if (text[i] == '{') ++depth;
+    if (text[i] == '}' && --depth == 0) return text.substr(open, i - open + 1);
+  }
+  return "";
+}
+
 }  // namespace vbagg::test

@@ -577,7 +577,9 @@ TEST(SpatialFolds, ChosenUnitsPlaceTheBlocks) {
   ASSERT_EQ(fold.size(), 140u);
   for (size_t c = 0; c < placing.size(); ++c) EXPECT_EQ(fold[placing[c]], own[c]) << c;
   for (Index a = 0; a < 139; ++a) {
-    if (std::find(placing.begin(), placing.end(), a) == placing.end()) EXPECT_EQ(fold[a], own[3]) << a;
+    if (std::find(placing.begin(), placing.end(), a) == placing.end()) {
+      EXPECT_EQ(fold[a], own[3]) << a;
+    }
   }
   EXPECT_EQ(fold[139], own[0]);
   EXPECT_NE(spatial_folds(all, 4, 9), fold);

@@ -291,10 +291,9 @@ TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
   const Dataset& data = one.data;
   const Model& model = one.model;
   const int S = 4000;
-  const std::vector<UnitEffectMoments> effect(3, UnitEffectMoments{-0.5, 1.0});
+  const std::vector<UnitEffectMoments> effect(3, UnitEffectMoments{-0.25, 0.5});
   const std::vector<Index> bags = {0, 0, 0}, effect_of = {0, 0, 1};
   const Matrix shared = joint_bag_draws(model, data, bags, effect, S, 5, 1, effect_of);
-  EXPECT_TRUE(shared == joint_bag_draws(model, data, bags, effect, S, 5, 2, effect_of));
   const Matrix own = joint_bag_draws(model, data, bags, effect, S, 5, 1);
   auto log_corr = [](const Vector& a, const Vector& b) {
     return sample_correlation(a.array().log1p().matrix(), b.array().log1p().matrix());
@@ -309,6 +308,8 @@ TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
   };
   EXPECT_NEAR(log_sd(shared.col(0)) / log_sd(own.col(0)), 1.0, 0.05);
   EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, 1}), std::invalid_argument);
+  EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, -1, 1}), std::invalid_argument);
+  EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, 3, 1}), std::invalid_argument);
 }
 
 // For the identity link the covariances' share is all of a bag's variance beyond its pixels' own,

@@ -174,7 +174,7 @@ TEST(SharedUnitEffect, GradientsMatchFiniteDifferences) {
     std::vector<CountMoments> mo = {moments(5, 0.05), moments(90, 0.01), moments(0.8, 0.2), moments(30, 0.0)};
     // The first three share field uncertainty (rho_j >= |h_j|^2).
     const double hs[3][2] = {{0.15, 0.1}, {0.08, -0.05}, {0.3, 0.2}};
-    for (int j = 0; j < 3; ++j) mo[static_cast<size_t>(j)].h = Eigen::Vector2d(hs[j][0], hs[j][1]);
+    for (int j = 0; j < 3; ++j) mo[static_cast<size_t>(j)].h = (Vector(2) << hs[j][0], hs[j][1]).finished();
     const double log_sd = -0.4;
     std::vector<CountMomentsGradient> d;
     Vector gp;

@@ -105,6 +105,33 @@ TEST(UnitEffect, PriorOnTheSpreadIsTheDensityOfLogSigma) {
   EXPECT_THROW(with_prior.spec.validate(), ConfigError);
 }
 
+// A training unit's effect, with its loading on the field's draws, is the same whether the list
+// holds other units or not (only the fitted units' totals are computed), and any other unit takes
+// the prior.
+TEST(UnitEffect, FittedUnitsEffectsDoNotDependOnTheOthersListed) {
+  const Dataset data = test::random_dataset(5, 20, 40, 2, LikelihoodKind::poisson, 12);
+  Model model = model_with_units(LikelihoodKind::poisson);
+  model.unit_effect.units = {data.bag_id(1), data.bag_id(3)};
+  const std::vector<UnitEffectMoments> all = bag_unit_effects(model, data, {0, 1, 2, 3, 4}, 1);
+  const std::vector<UnitEffectMoments> fitted = bag_unit_effects(model, data, {1, 3}, 1);
+  const UnitEffectMoments prior = likelihood_of(model.spec.likelihood).unit_effect_prior(model.unit_effect.log_sd);
+  for (size_t k : {0, 2, 4}) {
+    EXPECT_EQ(all[k].mean, prior.mean) << k;
+    EXPECT_EQ(all[k].var, prior.var) << k;
+    EXPECT_EQ(all[k].loading.size(), 0) << k;
+  }
+  for (size_t j = 0; j < 2; ++j) {
+    const UnitEffectMoments &a = all[2 * j + 1], &f = fitted[j];
+    EXPECT_NE(a.var, prior.var) << j;
+    EXPECT_NEAR(a.mean, f.mean, 1e-12) << j;
+    EXPECT_NEAR(a.var, f.var, 1e-12 * f.var) << j;
+    EXPECT_NEAR(a.shift, f.shift, 1e-12) << j;
+    ASSERT_EQ(a.loading.size(), model.num_q()) << j;
+    ASSERT_EQ(f.loading.size(), model.num_q()) << j;
+    EXPECT_LT((a.loading - f.loading).norm(), 1e-12 * f.loading.norm()) << j;
+  }
+}
+
 // A training unit's total carries E[e^u] of its effect's conditional given its count (checked here
 // against that conditional on a grid); any other unit the prior's E[e^u] = 1; the predictive
 // draws have that mean and widen with the effect.
