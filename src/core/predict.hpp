@@ -119,7 +119,8 @@ Vector bag_total_draws(const LatentField& field, const Matrix& X, const Vector& 
 // its pixels (a column each): rows 0..R-1 hold sum_i g_i (t_i; a_i), the last sum_i g_i^2 (|t_i|^2 +
 // |a_i|^2), with (t_i; a_i) pixel i's factors of q's covariance in the form the draws take (T = B K
 // on q's z, then the point estimates' spread on its eta; no t_i for a MAP estimate). The same for
-// any number of threads.
+// any number of threads. std::invalid_argument when `start` does not rise from 0 to X's columns or
+// g has not one weight per column.
 Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& g, const std::vector<Index>& start,
                        int threads = 1);
 

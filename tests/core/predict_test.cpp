@@ -328,6 +328,8 @@ TEST(Predict, BagCrossCovariancesGiveTheDrawsVariance) {
   for (Index a = 0; a < data.num_bags(); ++a) start.push_back(start.back() + data.bag_size(a));
   const Vector cross = bag_cross_covariances(field, data.inputs, w, start, 1);
   EXPECT_TRUE(cross == bag_cross_covariances(field, data.inputs, w, start, 2));
+  EXPECT_THROW(bag_factor_sums(field, data.inputs, w, {0, 5}, 1), std::invalid_argument);
+  EXPECT_THROW(bag_factor_sums(field, data.inputs, w.head(10), start, 1), std::invalid_argument);
   Vector m, v;
   predict_latent(field, data.inputs, m, v, 1);
   const int S = 20000;
