@@ -248,18 +248,17 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
   Matrix X;
   Vector w, m, v;
   bag_latents(field, data, bags, threads, X, w, m, v);
+  const LinkFunction& link = link_of(model.spec.link);
   const Index n_bags = static_cast<Index>(bags.size());
+  std::vector<Index> start{0};  // where each bag's pixels begin in X, w, m and v
+  for (Index a : bags) start.push_back(start.back() + data.bag_size(a));
   Vector cross = Vector::Zero(n_bags);
   Matrix sums;  // bag_factor_sums of the bags' totals
   if (integrated || lik.predictive_reads_covariance()) {
-    const LinkFunction& link = link_of(model.spec.link);
     Vector g(w.size());
     for (Index i = 0; i < w.size(); ++i) g[i] = w[i] * link.mean_slope(m[i], v[i]);
-    std::vector<Index> start{0};
-    for (Index a : bags) start.push_back(start.back() + data.bag_size(a));
     sums = bag_factor_sums(field, X, g, start, threads);
-    const Index rank = sums.rows() - 1;
-    cross = sums.topRows(rank).colwise().squaredNorm().transpose() - sums.row(rank).transpose();
+    cross = cross_covariances_of(sums);
   }
   // The density of a count must not condition on that count: every unit's effect comes from the
   // prior here, training units' too; an effect shared by a unit's periods, given its other fitted
@@ -271,29 +270,23 @@ double nll_one_source(const Model& model, const Dataset& data, const std::vector
   // moves against the bag's own log total (loading G): log(eta e^u) has variance
   // rho + var + |c|^2 + 2 G . c, as the draws of units.csv give it.
   if (integrated && shared && sums.size() > 0) {
-    const LinkFunction& link = link_of(model.spec.link);
-    Index pos = 0;
     for (Index k = 0; k < n_bags; ++k) {
-      const Index n = data.bag_size(bags[static_cast<size_t>(k)]);
+      const Index pos = start[static_cast<size_t>(k)], n = start[static_cast<size_t>(k) + 1] - pos;
       UnitEffectMoments& u = units[static_cast<size_t>(k)];
-      double total = 0;
-      for (Index i = pos; i < pos + n; ++i) total += w[i] * link.mean(m[i], v[i]);
-      pos += n;
+      const double total = link.expected_total(w.segment(pos, n), m.segment(pos, n), v.segment(pos, n));
       if (u.loading.size() != sums.rows() - 1 || !(total > 0)) continue;
       const Vector G = sums.col(k).head(sums.rows() - 1) / total;
       u = {u.mean + u.shift, u.var + u.loading.squaredNorm() + 2 * G.dot(u.loading)};
     }
   }
   double nll = 0;
-  Index pos = 0;
   for (size_t k = 0; k < bags.size(); ++k) {
-    const Index a = bags[k], n = data.bag_size(a);
+    const Index a = bags[k], pos = start[k], n = start[k + 1] - pos;
     const Observation obs{data.response[a], data.trials_of(a)};
     nll += integrated ? lik.predictive_nll_integrated(model, obs, w.segment(pos, n), m.segment(pos, n),
                                                       v.segment(pos, n), cross[static_cast<Index>(k)], units[k])
                       : lik.predictive_nll(model, obs, w.segment(pos, n), m.segment(pos, n), v.segment(pos, n),
                                            cross[static_cast<Index>(k)], units[k]);
-    pos += n;
   }
   return nll;
 }

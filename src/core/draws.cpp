@@ -242,7 +242,10 @@ Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& 
 
 Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
                              const std::vector<Index>& start, int threads) {
-  const Matrix sums = bag_factor_sums(field, X, g, start, threads);
+  return cross_covariances_of(bag_factor_sums(field, X, g, start, threads));
+}
+
+Vector cross_covariances_of(const Matrix& sums) {
   const Index rank = sums.rows() - 1;
   return sums.topRows(rank).colwise().squaredNorm().transpose() - sums.row(rank).transpose();
 }

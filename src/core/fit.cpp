@@ -181,8 +181,7 @@ void record_unit_posteriors(Model& model, const Dataset& data, const std::vector
   const std::vector<Index> mine = held_here(train, o);
   const std::vector<UnitEffectMoments> effects = bag_unit_effects(model, data, mine, o.threads);
   // mean, var, held, shift, then the loading on the field's draws (UnitEffectMoments)
-  // (a MAP estimate's draws are its mean: nothing to move with)
-  const Index rank = model.spec.map_estimate ? 0 : model.num_q() + model.spread.directions();
+  const Index rank = model.loading_size();
   Matrix moments = Matrix::Zero(4 + rank, next);
   for (size_t k = 0; k < mine.size(); ++k) {
     const Index u = index[unit_of_bag(data.bag_id(mine[k]))];

@@ -297,6 +297,9 @@ struct Model {
 
   Index num_inducing() const { return inducing.cols(); }
   Index num_q() const { return num_inducing() + spec.num_fixed_effects(); }
+  // The entries of a unit effect's loading (UnitEffectMoments): the draws' shared normals, q's
+  // entries then the point spread's directions; none for a MAP estimate, whose draws are its mean.
+  Index loading_size() const { return spec.map_estimate ? 0 : num_q() + spread.directions(); }
   Index num_inputs() const { return inducing.rows(); }
 
   // Free parameters in the order of param_layout.hpp: m_v, L_v (lower triangle by column,

@@ -131,6 +131,8 @@ Matrix bag_factor_sums(const LatentField& field, const Matrix& X, const Vector& 
 // estimates' spread. The same for any number of threads.
 Vector bag_cross_covariances(const LatentField& field, const Matrix& X, const Vector& g,
                              const std::vector<Index>& start, int threads = 1);
+// The same from the bags' bag_factor_sums: |sum_i g_i (t_i; a_i)|^2 - sum_i g_i^2 |(t_i; a_i)|^2.
+Vector cross_covariances_of(const Matrix& sums);
 
 // Joint pseudo-observations of the listed bags, as a calibrated model's observations would be:
 // draw s of f over all the bags' pixels at once (z shared by every bag, as the truth's field is),

@@ -168,7 +168,7 @@ Kernel read_kernel(const Reader& r, const YAML::Node& kn, const std::string& nam
 // A shared unit effect's loading on the field's draws (UnitEffectMoments) has one entry per entry of
 // q and direction of the point spread: known once both are read.
 void check_unit_loadings(const Reader& r, const Model& m) {
-  const Index rank = m.spec.map_estimate ? 0 : m.num_q() + m.spread.directions();
+  const Index rank = m.loading_size();
   for (Index s = 0; s < m.spec.num_sources(); ++s)
     for (const auto& [unit, u] : m.unit_effect_of(s).posterior)
       if (u.loading.size() > 0 && u.loading.size() != rank)
