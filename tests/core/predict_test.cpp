@@ -302,11 +302,7 @@ TEST(Predict, JointBagDrawsShareOneDrawOfAUnitsEffect) {
   EXPECT_GT(log_corr(shared.col(0), shared.col(1)), 0.9);
   EXPECT_LT(log_corr(own.col(0), own.col(1)), 0.5);
   EXPECT_NEAR(log_corr(shared.col(0), shared.col(2)), log_corr(own.col(0), own.col(1)), noise);
-  auto log_sd = [](const Vector& a) {
-    const Eigen::ArrayXd l = a.array().log1p();
-    return std::sqrt((l - l.mean()).square().mean());
-  };
-  EXPECT_NEAR(log_sd(shared.col(0)) / log_sd(own.col(0)), 1.0, 0.05);
+  EXPECT_NEAR(test::log1p_sd(shared.col(0)) / test::log1p_sd(own.col(0)), 1.0, 0.05);
   EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, 1}), std::invalid_argument);
   EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, -1, 1}), std::invalid_argument);
   EXPECT_THROW(joint_bag_draws(model, data, bags, effect, S, 5, 1, {0, 3, 1}), std::invalid_argument);

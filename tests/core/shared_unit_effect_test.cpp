@@ -491,12 +491,7 @@ TEST(SharedUnitEffect, LoadingFollowsTheFieldsDraws) {
         const unsigned long long seed = 91;
         const Matrix zeta = shared_draw_normals(field, S, seed);
         std::vector<Vector> eta;
-        for (Index a : own) {
-          const Index b = data.bag_begin(a), n = data.bag_size(a);
-          eta.push_back(bag_total_draws(field, data.inputs.middleCols(b, n),
-                                        data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S,
-                                        seed));
-        }
+        for (Index a : own) eta.push_back(test::bag_total_draws_of(field, data, a, S, seed));
         const CountLikelihood& lik = count_likelihood(k);
         Vector exact(S), linear(S);
         for (int s = 0; s < S; ++s) {
@@ -532,14 +527,8 @@ TEST(SharedUnitEffect, CountDrawsTakeTheEffectGivenTheDraw) {
   const LatentField field(model);
   const int S = 20000;
   const unsigned long long seed = 13;
-  auto of_bag = [&](Index a) {
-    const Index b = data.bag_begin(a), n = data.bag_size(a);
-    return std::make_pair(Matrix(data.inputs.middleCols(b, n)),
-                          Vector(data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n))));
-  };
-  const auto [X1, w1] = of_bag(1);
-  const auto [X5, w5] = of_bag(5);
-  const Vector fitted = bag_total_draws(field, X1, w1, S, seed), target = bag_total_draws(field, X5, w5, S, seed);
+  const Vector fitted = test::bag_total_draws_of(field, data, 1, S, seed);
+  const Vector target = test::bag_total_draws_of(field, data, 5, S, seed);
   const CountLikelihood& lik = count_likelihood(LikelihoodKind::poisson);
   std::mt19937_64 rng(7);
   std::normal_distribution<double> normal;
@@ -550,13 +539,12 @@ TEST(SharedUnitEffect, CountDrawsTakeTheEffectGivenTheDraw) {
                                      model.likelihood_params, model.unit_effect.log_sd);
     reference[s] = poisson_draw(target[s] * std::exp(given.mean + std::sqrt(given.var) * normal(rng)), rng);
   }
-  auto log_sd = [](const Vector& y) {
-    const Eigen::ArrayXd l = y.array().log1p();
-    return std::sqrt((l - l.mean()).square().mean());
-  };
-  const double moving = log_sd(bag_predictive_draws(field, X5, w5, S, seed, u));
-  const double alone = log_sd(bag_predictive_draws(field, X5, w5, S, seed, {u.mean, u.var}));
-  const double ref = log_sd(reference);
+  const Index b5 = data.bag_begin(5), n5 = data.bag_size(5);
+  const Matrix X5 = data.inputs.middleCols(b5, n5);
+  const Vector w5 = data.weights().segment(b5, n5);
+  const double moving = test::log1p_sd(bag_predictive_draws(field, X5, w5, S, seed, u));
+  const double alone = test::log1p_sd(bag_predictive_draws(field, X5, w5, S, seed, {u.mean, u.var}));
+  const double ref = test::log1p_sd(reference);
   EXPECT_NEAR(moving, ref, 0.03 * ref);
   EXPECT_GT(alone, 1.3 * ref);
 }
@@ -576,12 +564,8 @@ TEST(SharedUnitEffect, IntegratedDensityTakesTheEffectGivenTheDraw) {
     const LatentField field(model);
     const int S = 20000;
     const unsigned long long seed = 5;
-    auto totals_of = [&](Index a) {
-      const Index b = data.bag_begin(a), n = data.bag_size(a);
-      return bag_total_draws(field, data.inputs.middleCols(b, n),
-                             data.coverage.segment(b, n).cwiseProduct(data.population.segment(b, n)), S, seed);
-    };
-    const Vector fitted = totals_of(1), target = totals_of(5);
+    const Vector fitted = test::bag_total_draws_of(field, data, 1, S, seed);
+    const Vector target = test::bag_total_draws_of(field, data, 5, S, seed);
     const CountLikelihood& lik = count_likelihood(k);
     const UnitEffectMoments at_mean = bag_unit_effects(model, data, {5}, 1)[0];
     double joint = 0, alone = 0;

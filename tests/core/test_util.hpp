@@ -216,6 +216,19 @@ inline void expect_q_moments_alone_as_full(const Model& model, const Dataset& da
   EXPECT_GT(g_full.size(), 0) << name;
 }
 
+// bag_total_draws of bag a of the data: its pixels' inputs and weights.
+inline Vector bag_total_draws_of(const LatentField& field, const Dataset& data, Index a, int samples,
+                                 unsigned long long seed) {
+  const Index b = data.bag_begin(a), n = data.bag_size(a);
+  return bag_total_draws(field, data.inputs.middleCols(b, n), data.weights().segment(b, n), samples, seed);
+}
+
+// The sd of log(1 + y) over draws y of a count: the spread of a count's draws on the log scale.
+inline double log1p_sd(const Vector& y) {
+  const Eigen::ArrayXd l = y.array().log1p();
+  return std::sqrt((l - l.mean()).square().mean());
+}
+
 // A model with random (non-trivial) variational parameters so every gradient path is exercised.
 inline Model random_model(const ModelSpec& spec, const Kernel& kernel, Index M, Index D, unsigned seed) {
   std::mt19937_64 rng(seed);
