@@ -244,7 +244,11 @@ Kernel model_kernel(const Settings& settings, Index covariates, Index coordinate
     throw ConfigError(
         "data.time is set but model.kernel.time and model.kernel.space are none: the model could "
         "not tell the periods apart");
-  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time);
+  const std::string season = settings.model.kernel_season == "auto" ? "periodic" : settings.model.kernel_season;
+  if (season != "periodic" && on_time.find("seasonal") == std::string::npos)
+    throw ConfigError("model.kernel.season is '" + season + "' but model.kernel.time is '" + on_time +
+                      "': there is no seasonal part to shape");
+  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time, season);
 }
 
 namespace {

@@ -411,6 +411,16 @@ std::vector<Param> make_params() {
        "With data.time, the kernel on time, multiplied by model.kernel.space (the covariate kernel is added): "
        "seasonal is periodic with a one-year period, trend a smooth rbf on time in years; their variances and "
        "lengthscales are learned. auto: seasonal+trend for months, trend for years, none without data.time."},
+      {"model.kernel.season",
+       T::choice,
+       "auto",
+       {"auto", "periodic", "cycle"},
+       -kInf,
+       kInf,
+       "The seasonal part of model.kernel.time. periodic: an rbf on the season as a point on the circle, whose "
+       "constant share (most of it at long lengthscales) acts as a static field beside the season; cycle: the same "
+       "less its mean over the year, so that the season's amplitude is learned apart from the static field (the trend "
+       "part's), and a long lengthscale gives a pure annual harmonic. auto: periodic."},
       {"model.inducing.count",
        T::integer,
        "0",

@@ -1,6 +1,7 @@
 #include "kernel.hpp"
 
 #include <algorithm>
+#include <boost/math/special_functions/bessel.hpp>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -19,7 +20,47 @@ constexpr double kCoincident = 16 * std::numeric_limits<double>::epsilon();
 // The squared exponentials (rbf, ard) keep their values, not their distances, for the backward
 // pass: dk/d(r^2) = -k/2 needs nothing else, and recomputing the exponentials there cost a
 // fifth of a small problem's kernel work.
-bool keeps_values(KernelType type) { return type == KernelType::rbf || type == KernelType::ard; }
+bool keeps_values(KernelType type) {
+  return type == KernelType::rbf || type == KernelType::ard || type == KernelType::cycle;
+}
+
+// e^{-x} I_nu(x): Boost's Bessel function while e^x is finite, then its asymptotic series (at
+// x > 700 its fourth term is below 1e-11 of the first).
+double scaled_bessel_i(int nu, double x) {
+  if (x <= 700) return std::exp(-x) * boost::math::cyl_bessel_i(nu, x);
+  const double mu = 4.0 * nu * nu, t = 8 * x;
+  return (1 - (mu - 1) / t + (mu - 1) * (mu - 9) / (2 * t * t) - (mu - 1) * (mu - 9) * (mu - 25) / (6 * t * t * t)) /
+         std::sqrt(2 * std::acos(-1.0) * x);
+}
+
+// The cycle kernel's constants at x = 1 / l^2. On unit vectors r^2 = |u - u'|^2 / l^2 =
+// 2 x (1 - cos(theta - theta')), so its value is var (e^{-r^2/2} - c) / d with c = e^{-x} I0(x),
+// the periodic rbf's constant Fourier term over var, and d = 1 - c; that is
+// var (1 + expm1(-r^2/2) / d), which keeps its digits as x -> 0 where both terms tend to 1.
+struct CycleShape {
+  double c = 0, d = 1;
+  double dd_dlog_l = 0;  // d d / d log l = -2 x (c - e^{-x} I1(x))
+};
+
+CycleShape cycle_shape(double log_lengthscale) {
+  const double x = std::exp(-2 * log_lengthscale);
+  CycleShape s;
+  if (x < 0.5) {
+    // 1 - e^{-x} I0(x) = -expm1(-x) - e^{-x} (I0(x) - 1), the series of I0 - 1 summed on its own.
+    double term = 1, series = 0;
+    for (int k = 1; k < 30 && term > 1e-18 * series; ++k) {
+      term *= 0.25 * x * x / (static_cast<double>(k) * k);
+      series += term;
+    }
+    s.d = -std::expm1(-x) - std::exp(-x) * series;
+    s.c = 1 - s.d;
+  } else {
+    s.c = scaled_bessel_i(0, x);
+    s.d = 1 - s.c;
+  }
+  s.dd_dlog_l = -2 * x * (s.c - scaled_bessel_i(1, x));
+  return s;
+}
 
 // var * kappa(r^2) of squared distances into k (vectorised by Eigen).
 template <class In, class Out>
@@ -38,21 +79,34 @@ void profile(KernelType type, double var, const In& r2, Out&& k) {
     case KernelType::matern52:
       k = var * (1 + kSqrt5 * r2.sqrt() + 5.0 / 3.0 * r2) * (-kSqrt5 * r2.sqrt()).exp();
       return;
+    case KernelType::cycle:
+      break;  // its profile needs its lengthscale's constants: cycle_profile
   }
+}
+
+// The cycle kernel's values var (1 + expm1(-r^2/2) / d) of squared distances into k.
+template <class In, class Out>
+void cycle_profile(double var, const CycleShape& s, const In& r2, Out&& k) {
+  k = var * (1 + (-0.5 * r2).expm1() / s.d);
 }
 
 // The column's share of the backward pass: with g = dL/dk, returns sum_i g_i k_i (the gradient of
 // log var) and overwrites r2 with dL/d(r^2) = g var dkappa/d(r^2). For the squared exponentials
-// r2 holds the values k instead (keeps_values). At r = 0 the derivative of matern12 is unbounded
-// but it only ever multiplies a factor that vanishes with r, so 0 is used.
+// and cycle r2 holds the values k instead (keeps_values); cycle's dk/d(r^2) = -(k + var c / d) / 2
+// takes `cycle_shift` = var c / d. At r = 0 the derivative of matern12 is unbounded but it only
+// ever multiplies a factor that vanishes with r, so 0 is used.
 template <class Col, class Grad>
-double profile_backward(KernelType type, double var, Col&& r2, const Grad& g, Eigen::ArrayXd& tmp) {
+double profile_backward(KernelType type, double var, Col&& r2, const Grad& g, Eigen::ArrayXd& tmp, double cycle_shift) {
   double gk = 0;
   switch (type) {
     case KernelType::rbf:
     case KernelType::ard:
       gk = (g * r2).sum();
       r2 = -0.5 * g * r2;
+      break;
+    case KernelType::cycle:
+      gk = (g * r2).sum();
+      r2 = -0.5 * g * (r2 + cycle_shift);
       break;
     case KernelType::matern12:
       tmp = r2.sqrt();
@@ -74,9 +128,27 @@ double profile_backward(KernelType type, double var, Col&& r2, const Grad& g, Ei
   return gk;
 }
 
-// Rows of the part, divided by the lengthscale(s), into z.
-void scale_inputs(const KernelPart& p, const Eigen::Ref<const Matrix>& X, Buffer& z) {
+// Rows of the part, divided by the lengthscale(s), into z. cycle's rows are first scaled to unit
+// length (its phase), the origin taken as phase 0; `inverse_norms`, when given, receives 1 / |u|.
+void scale_inputs(const KernelPart& p, const Eigen::Ref<const Matrix>& X, Buffer& z,
+                  Eigen::ArrayXd* inverse_norms = nullptr) {
   auto out = z.shape(p.dim, X.cols());
+  if (p.type == KernelType::cycle) {
+    const double inv_l = std::exp(-p.log_lengthscale[0]);
+    if (inverse_norms) inverse_norms->resize(X.cols());
+    for (Index j = 0; j < X.cols(); ++j) {
+      const auto u = X.col(j).segment(p.begin, p.dim);
+      const double norm = u.norm();
+      if (norm > 0) {
+        out.col(j) = u * (inv_l / norm);
+      } else {
+        out.col(j).setZero();
+        out(0, j) = inv_l;
+      }
+      if (inverse_norms) (*inverse_norms)[j] = norm > 0 ? 1 / norm : 0.0;
+    }
+    return;
+  }
   if (p.log_lengthscale.size() == 1)
     out = X.middleRows(p.begin, p.dim) * std::exp(-p.log_lengthscale[0]);
   else
@@ -91,7 +163,8 @@ KernelType parse_kernel_type(const std::string& name) {
   if (name == "matern12") return KernelType::matern12;
   if (name == "matern32") return KernelType::matern32;
   if (name == "matern52") return KernelType::matern52;
-  throw ConfigError("unknown kernel '" + name + "' (allowed: rbf, ard, matern12, matern32, matern52)");
+  if (name == "cycle") return KernelType::cycle;
+  throw ConfigError("unknown kernel '" + name + "' (allowed: rbf, ard, matern12, matern32, matern52, cycle)");
 }
 
 std::string to_string(KernelType type) {
@@ -106,6 +179,8 @@ std::string to_string(KernelType type) {
       return "matern32";
     case KernelType::matern52:
       return "matern52";
+    case KernelType::cycle:
+      return "cycle";
   }
   return "?";
 }
@@ -127,8 +202,9 @@ Kernel::Kernel(std::vector<KernelPart> parts, std::vector<KernelTerm> terms)
     : parts_(std::move(parts)), terms_(std::move(terms)) {
   for (const auto& p : parts_) {
     const Index want = p.type == KernelType::ard ? p.dim : 1;
-    if (p.dim < 1 || p.log_lengthscale.size() != want)
-      throw ConfigError("kernel part '" + to_string(p.type) + "' has inconsistent dimensions");
+    if (p.dim < 1 || p.log_lengthscale.size() != want || (p.type == KernelType::cycle && p.dim != 2))
+      throw ConfigError("kernel part '" + to_string(p.type) + "' has inconsistent dimensions" +
+                        (p.type == KernelType::cycle ? " (cycle reads the two circle inputs)" : ""));
   }
   std::vector<int> used(parts_.size(), 0);
   for (const auto& term : terms_) {
@@ -259,7 +335,7 @@ void Kernel::add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eig
   const Index n1 = X1.cols(), n2 = X2.cols();
   const auto& p = parts_[c];
   auto& pc = cache.parts[c];
-  scale_inputs(p, X1, pc.z1);
+  scale_inputs(p, X1, pc.z1, &pc.inverse_norms1);
   scale_inputs(p, X2, pc.z2);
   const auto z1 = pc.z1.view(), z2 = pc.z2.view();
   auto r2 = pc.r2.shape(n1, n2);
@@ -281,7 +357,10 @@ void Kernel::add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eig
   // full vectors but for one tail (a column of 54 inducing points left 6 to 13 of them scalar).
   if (keeps_values(p.type)) {
     Eigen::Map<Eigen::ArrayXd> flat(r2.data(), r2.size());
-    profile(p.type, var, flat, flat);
+    if (p.type == KernelType::cycle)
+      cycle_profile(var, cycle_shape(p.log_lengthscale[0]), flat, flat);
+    else
+      profile(p.type, var, flat, flat);
     if (assign)
       out = r2;
     else
@@ -338,16 +417,22 @@ void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCa
   const auto z1 = pc.z1.view(), z2 = pc.z2.view();
   auto H = pc.r2.view();  // becomes dL/d(r^2_ij)
   const double var = std::exp(p.log_variance);
+  const bool cycle = p.type == KernelType::cycle;
+  const CycleShape shape = cycle ? cycle_shape(p.log_lengthscale[0]) : CycleShape{};
+  const double shift = var * shape.c / shape.d;
   double g_log_var = 0;
   if (pc.constant) {
     // One column of values, repeated: its gradient is the sum of G's columns.
     const Eigen::ArrayXd summed = G.rowwise().sum().array();
-    g_log_var += profile_backward(p.type, var, H.col(0).array(), summed, cache.column);
+    g_log_var += profile_backward(p.type, var, H.col(0).array(), summed, cache.column, shift);
   } else {
     for (Index j = 0; j < H.cols(); ++j)
-      g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column);
+      g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column, shift);
   }
   if (!p.fixed_variance) grad_theta[offset++] += g_log_var;
+  // cycle's lengthscale moves its values through d too: dk/dd = -(k - var) / d at fixed r^2, so
+  // the sum over G is -(sum g k - var sum g) / d times d d / d log l.
+  if (cycle) grad_theta[offset] += -(g_log_var - var * G.sum()) / shape.d * shape.dd_dlog_l;
 
   // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
   const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
@@ -367,6 +452,13 @@ void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCa
       g *= inv_ls[0];
     else
       g = inv_ls.asDiagonal() * g;
+    if (cycle) {
+      // g is dL/d(u / |u|); the phase moves only along the circle: dL/du = (I - uhat uhat^T) g / |u|.
+      for (Index i = 0; i < g.cols(); ++i) {
+        const Eigen::Vector2d uhat = z1.col(i) * std::exp(p.log_lengthscale[0]);
+        g.col(i) = (g.col(i) - uhat * uhat.dot(g.col(i))) * pc.inverse_norms1[i];
+      }
+    }
     grad_X1->middleRows(p.begin, p.dim) += g;
   }
 }
@@ -407,7 +499,7 @@ void time_inputs(double t, Eigen::Ref<Vector> out) {
 }
 
 Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
-                   const std::string& time) {
+                   const std::string& time, const std::string& season) {
   std::vector<KernelPart> parts;
   auto add = [&](const std::string& name, Index begin, Index dim, const char* what) {
     if (name == "none") return;
@@ -427,6 +519,8 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
     throw ConfigError("unknown space kernel '" + space + "' (allowed: matern12, matern32, matern52, rbf, none)");
   if (time != "none" && time != "seasonal" && time != "trend" && time != "seasonal+trend")
     throw ConfigError("unknown time kernel '" + time + "' (allowed: seasonal+trend, seasonal, trend, none)");
+  if (season != "periodic" && season != "cycle")
+    throw ConfigError("unknown season kernel '" + season + "' (allowed: periodic, cycle)");
   add(covariates, 0, num_covariates, "covariates");
   add(space, num_covariates, num_coords, "coordinates");
   std::vector<KernelTerm> terms = sum_terms(parts.size());
@@ -434,7 +528,7 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
     const Index t0 = num_covariates + num_coords;
     KernelFactor time_factor;
     if (time != "trend") {
-      add("rbf", t0 + 1, 2, "time inputs");
+      add(season == "cycle" ? "cycle" : "rbf", t0 + 1, 2, "time inputs");
       time_factor.push_back(static_cast<Index>(parts.size()) - 1);
     }
     if (time != "seasonal") {

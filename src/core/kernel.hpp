@@ -9,7 +9,13 @@
 
 namespace vbagg {
 
-enum class KernelType { rbf, ard, matern12, matern32, matern52 };
+// cycle is the seasonal kernel without its mean over the year (make_kernel's season "cycle"):
+// on the two circle inputs it reads only their phase theta, and is
+// sigma^2 (e^{x cos(theta - theta')} - I0(x)) / (e^x - I0(x)) with x = 1 / l^2, the periodic rbf
+// less its constant Fourier term, rescaled to variance sigma^2. A function of the phase alone, it is
+// positive definite wherever an inducing input lies, on the circle or inside it; at long
+// lengthscales it tends to sigma^2 cos(theta - theta'), the first harmonic.
+enum class KernelType { rbf, ard, matern12, matern32, matern52, cycle };
 
 KernelType parse_kernel_type(const std::string& name);  // throws ConfigError listing allowed names
 std::string to_string(KernelType type);
@@ -47,6 +53,8 @@ struct KernelCache {
     // The part's inputs were the same in every column of X2 (the time inputs of one period's
     // pixels), so its values were one column, evaluated once and repeated.
     bool constant = false;
+    // cycle: 1 / |u| of each column of X1's circle inputs (0 at the origin), for dL/dX1.
+    Eigen::ArrayXd inverse_norms1;
   };
   std::vector<Part> parts;
   std::vector<Buffer> factors;  // n1 x n2 values of each factor of a product term
@@ -117,9 +125,12 @@ void time_inputs(double t, Eigen::Ref<Vector> out);
 // `space` (matern12|matern32|matern52|rbf|none) on the following num_coords rows. With a `time`
 // kernel (seasonal|trend|seasonal+trend) on the kTimeInputs rows after those, the space part is
 // multiplied by the sum of the time parts (the space part's variance fixed at 1, the time parts
-// carrying the scale); without a space kernel the time parts are added on their own.
+// carrying the scale); without a space kernel the time parts are added on their own. The seasonal
+// part is `season`: periodic (an rbf on the circle inputs, whose constant Fourier term acts as a
+// static field) or cycle (KernelType::cycle, the same less that term, so that the static field
+// is the trend's alone and the season's amplitude is learned apart from it).
 Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
-                   const std::string& time = "none");
+                   const std::string& time = "none", const std::string& season = "periodic");
 
 // The median heuristic, in two steps so that the inputs may be spread over processes
 // (PixelColumns::gather in between): the seeded subsample's columns among n inputs, then every

@@ -85,6 +85,34 @@ TEST_F(SpaceTime, TheUnitEffectScopeIsAChoice) {
   EXPECT_NE(r.output.find("model.unit_effect_scope"), std::string::npos) << r.output;
 }
 
+// model.kernel.season: cycle (the season less its mean over the year) is kept in the model file by
+// name and predicts from it; periodic is the rbf on the circle inputs.
+TEST_F(SpaceTime, TheSeasonsShapeIsAChoiceKeptInTheModel) {
+  const std::string train = bin("vbagg-train") + " --config " + d() +
+                            "/data/seasonal.yaml -q --set data.time=2019-01..2019-03 --set train.epochs=5 "
+                            "--set model.inducing.count=10 --out " +
+                            d();
+  for (const char* season : {"cycle", "periodic"}) {
+    SCOPED_TRACE(season);
+    const std::string out = d() + "/season_" + season;
+    auto r = run(train + "/season_" + season + " --set model.kernel.season=" + season);
+    ASSERT_EQ(r.code, 0) << r.output;
+    const std::string model = read_text(out + "/model.yaml");
+    EXPECT_EQ(model.find("type: cycle") != std::string::npos, std::string(season) == "cycle") << model;
+    r = run(bin("vbagg-predict") + " --model " + out + "/model.yaml --out " + out + "/maps -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    io::DatasetPtr ds = io::open_raster(out + "/maps/latent_sd.tif");
+    ASSERT_EQ(ds->GetRasterCount(), 3);
+    double mn, mx, mean, sd;
+    ASSERT_EQ(ds->GetRasterBand(3)->GetStatistics(FALSE, TRUE, &mn, &mx, &mean, &sd), CE_None);
+    EXPECT_GT(mn, 0) << "every pixel's latent sd in March";
+  }
+  const auto r = run(train + "/refused --set model.kernel.season=cycle --set model.kernel.time=trend");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model.kernel.season is 'cycle' but model.kernel.time is 'trend'"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(SpaceTime, MapsHaveABandPerPeriod) {
   const auto r = predict("maps");
   ASSERT_EQ(r.code, 0) << r.output;

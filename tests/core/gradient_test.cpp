@@ -21,6 +21,8 @@ std::vector<std::pair<std::string, Kernel>> kernel_cases() {
       {"sum_ard_matern32", make_kernel("ard", "matern32", kCov, kCoords)},
       // Space x (seasonal + trend) on one coordinate and the time inputs: a product term alone.
       {"space_time", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend")},
+      // The same with the cycle as its seasonal part (the inputs are not on the circle: it reads their phase).
+      {"space_time_cycle", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend", "cycle")},
   };
 }
 

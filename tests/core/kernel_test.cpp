@@ -1,10 +1,11 @@
 // The kernel against closed forms and finite differences: sums and products of parts, the periodic
-// kernel through the time inputs, fixed variances, and the derivatives with respect to the
-// hyperparameters and the first inputs.
+// kernel through the time inputs and the cycle less its mean, fixed variances, and the derivatives
+// with respect to the hyperparameters and the first inputs.
 #include "core/kernel.hpp"
 
 #include <gtest/gtest.h>
 
+#include <Eigen/Eigenvalues>
 #include <cmath>
 #include <random>
 
@@ -27,11 +28,14 @@ Matrix random_inputs(Index n, unsigned seed) {
   return X;
 }
 
-Kernel space_time_kernel() {
-  Kernel k = make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend");
+// The space-time kernel with its seasonal part `season`; a finite `season_log_lengthscale`
+// replaces that part's.
+Kernel space_time_kernel(const std::string& season = "periodic", double season_log_lengthscale = NAN) {
+  Kernel k = make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend", season);
   Vector theta(k.num_params());
   for (Index i = 0; i < theta.size(); ++i) theta[i] = 0.1 * static_cast<double>(i % 5) - 0.2;
   k.set_params(theta);
+  if (std::isfinite(season_log_lengthscale)) k.parts()[2].log_lengthscale[0] = season_log_lengthscale;
   return k;
 }
 
@@ -83,6 +87,83 @@ TEST(Kernel, SeasonalPartRepeatsEveryYear) {
   EXPECT_LT(K(0, 2), 0.5 * k.diag_value());     // half a year apart: least correlated
 }
 
+// The cycle kernel of one part on the two circle inputs, variance e^0.3 and lengthscale e^log_l.
+Kernel cycle_kernel(double log_l) {
+  Kernel k = make_kernel("none", "none", 0, 0, "seasonal", "cycle");
+  k.parts()[0].log_variance = 0.3;
+  k.parts()[0].log_lengthscale[0] = log_l;
+  return k;
+}
+
+// The time inputs of phases theta (one column each), their circle inputs scaled by `radius`.
+Matrix circle_inputs(const std::vector<double>& theta, double radius = 1) {
+  Matrix U(kTimeInputs, static_cast<Index>(theta.size()));
+  for (size_t j = 0; j < theta.size(); ++j) {
+    time_inputs(theta[j] / (2 * M_PI), U.col(static_cast<Index>(j)));
+    U.col(static_cast<Index>(j)).tail(2) *= radius;
+  }
+  return U;
+}
+
+// The cycle is the periodic kernel less its mean over the year, rescaled to its variance: checked
+// against that mean by the trapezoid rule over the circle (exact to rounding for a smooth periodic
+// function), not the Bessel functions the kernel takes it from, at lengthscales of each regime.
+TEST(Kernel, CycleIsThePeriodicKernelLessItsMeanOverTheYear) {
+  const std::vector<double> theta = {0.0, 0.4, 1.9, 3.1, 5.0};
+  for (double log_l : {4.0, 0.5, -0.7, -2.0, -3.4}) {
+    const Kernel k = cycle_kernel(log_l);
+    const double x = std::exp(-2 * log_l), var = std::exp(0.3);
+    const auto periodic = [&](double delta) { return std::exp(x * (std::cos(delta) - 1)); };  // over var
+    const int n = 20000;
+    double mean = 0;
+    for (int i = 0; i < n; ++i) mean += periodic(2 * M_PI * i / n) / n;
+    const Matrix U = circle_inputs(theta);
+    Matrix K;
+    k.cross(U, U, K);
+    for (Index i = 0; i < U.cols(); ++i)
+      for (Index j = 0; j < U.cols(); ++j) {
+        const double want =
+            var * (periodic(theta[static_cast<size_t>(i)] - theta[static_cast<size_t>(j)]) - mean) / (1 - mean);
+        EXPECT_NEAR(K(i, j), want, 1e-8 * var) << "log l " << log_l << " at " << i << "," << j;
+      }
+    EXPECT_NEAR(k.diag_value(), var, 1e-15);
+  }
+}
+
+TEST(Kernel, CycleHasNoMeanAndTendsToTheFirstHarmonic) {
+  std::vector<double> year;
+  for (int i = 0; i < 12; ++i) year.push_back(2 * M_PI * i / 12);
+  const Matrix months = circle_inputs(year), one = circle_inputs({0.7});
+  for (double log_l : {1.0, 0.0}) {
+    Matrix K;
+    cycle_kernel(log_l).cross(one, months, K);
+    // Months spread evenly over the year average the periodic kernel's mean: what is left is 0
+    // (up to its harmonics of order 12 and above, below 1e-11 at these lengthscales).
+    EXPECT_NEAR(K.mean(), 0.0, 1e-9) << log_l;
+  }
+  // At a long lengthscale the harmonics above the first vanish: var cos(theta - theta').
+  Matrix K;
+  cycle_kernel(8.0).cross(one, months, K);
+  for (Index j = 0; j < months.cols(); ++j)
+    EXPECT_NEAR(K(0, j), std::exp(0.3) * std::cos(0.7 - year[static_cast<size_t>(j)]), 1e-6) << j;
+}
+
+// k-means puts inducing inputs inside the circle: there the cycle reads their phase, so its Gram
+// matrix is the one of the same phases on the circle, and positive semi-definite.
+TEST(Kernel, CycleReadsOnlyThePhaseOfInputsInsideTheCircle) {
+  std::vector<double> theta;
+  for (int i = 0; i < 30; ++i) theta.push_back(0.37 * i * i);
+  const Kernel k = cycle_kernel(-0.3);
+  Matrix inside = circle_inputs(theta, 1.0);
+  for (Index j = 0; j < inside.cols(); ++j) inside.col(j).tail(2) *= 0.05 + 0.03 * static_cast<double>(j);
+  Matrix K_inside, K_circle;
+  k.cross(inside, inside, K_inside);
+  k.cross(circle_inputs(theta), circle_inputs(theta), K_circle);
+  EXPECT_LT((K_inside - K_circle).cwiseAbs().maxCoeff(), 1e-12);
+  const Eigen::SelfAdjointEigenSolver<Matrix> eig(K_inside);
+  EXPECT_GT(eig.eigenvalues().minCoeff(), -1e-10);
+}
+
 // N(0, 1) weights G of a sum over the kernel's values.
 Matrix random_weights(Index rows, Index cols, unsigned seed) {
   std::mt19937_64 rng(seed);
@@ -111,16 +192,16 @@ double central_difference(const Kernel& k, Index p, double h, F value) {
   return (value(plus) - value(minus)) / (2 * h);
 }
 
-TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
-  const Kernel k = space_time_kernel();
-  const Matrix X1 = random_inputs(6, 3), X2 = random_inputs(7, 4);
-  const Matrix G = random_weights(6, 7, 5);
+// cross_backward's gradients of sum_ij G_ij k(x1_i, x2_j) against central differences.
+void expect_gradients_match_finite_differences(const Kernel& k, const Matrix& X1, const Matrix& X2) {
+  const Index n1 = X1.cols();
+  const Matrix G = random_weights(n1, X2.cols(), 5);
 
   Matrix K;
   KernelCache cache;
   k.cross(X1, X2, K, &cache);
   Vector g_theta = Vector::Zero(k.num_params());
-  Matrix g_X1 = Matrix::Zero(kD, 6);
+  Matrix g_X1 = Matrix::Zero(kD, n1);
   k.cross_backward(G, cache, g_theta, &g_X1);
 
   const double h = 1e-6;
@@ -130,7 +211,7 @@ TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
     EXPECT_NEAR(g_theta[p], numeric, 1e-6 * (1 + std::abs(numeric))) << k.param_names()[p];
   }
   for (Index d = 0; d < kD; ++d)
-    for (Index i = 0; i < 6; ++i) {
+    for (Index i = 0; i < n1; ++i) {
       Matrix plus = X1, minus = X1;
       plus(d, i) += h;
       minus(d, i) -= h;
@@ -146,11 +227,26 @@ TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
         << k.param_names()[p];
 }
 
+TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
+  expect_gradients_match_finite_differences(space_time_kernel(), random_inputs(6, 3), random_inputs(7, 4));
+}
+
+// The cycle's lengthscale reaches its values through the mean it removes too. Its three regimes of
+// that mean (the series for x = 1 / l^2 < 0.5, Boost's Bessel function, the asymptotic series past
+// x = 700), with first inputs inside the circle, where only their phase may move the kernel.
+TEST(Kernel, CycleGradientsMatchFiniteDifferences) {
+  Matrix X1 = random_inputs(6, 3);
+  for (Index i = 0; i < X1.cols(); ++i) X1.col(i).tail(2) *= 0.3 + 0.1 * static_cast<double>(i);
+  for (double log_l : {2.0, 0.0, -3.4}) {
+    SCOPED_TRACE("cycle log lengthscale " + std::to_string(log_l));
+    expect_gradients_match_finite_differences(space_time_kernel("cycle", log_l), X1, random_inputs(7, 4));
+  }
+}
+
 // A part whose inputs are the same in every column of X2 (the time parts over one period's
 // pixels) is evaluated once and repeated: its values and gradients are those of the columns taken
 // one at a time, where nothing is repeated.
-TEST(Kernel, PartsConstantOverTheColumnsMatchColumnByColumn) {
-  const Kernel k = space_time_kernel();
+void expect_constant_parts_match_columns(const Kernel& k) {
   const Matrix X1 = random_inputs(6, 7);
   Matrix X2 = random_inputs(9, 8);
   for (Index j = 1; j < X2.cols(); ++j) X2.col(j).tail(kTimeInputs) = X2.col(0).tail(kTimeInputs);
@@ -180,6 +276,13 @@ TEST(Kernel, PartsConstantOverTheColumnsMatchColumnByColumn) {
   }
   EXPECT_LT((g_theta - one_theta).cwiseAbs().maxCoeff(), 1e-12 * (1 + one_theta.cwiseAbs().maxCoeff()));
   EXPECT_LT((g_X1 - one_X1).cwiseAbs().maxCoeff(), 1e-12 * (1 + one_X1.cwiseAbs().maxCoeff()));
+}
+
+TEST(Kernel, PartsConstantOverTheColumnsMatchColumnByColumn) {
+  for (const char* season : {"periodic", "cycle"}) {
+    SCOPED_TRACE(season);
+    expect_constant_parts_match_columns(space_time_kernel(season));
+  }
 }
 
 TEST(Kernel, TermsMustUseEveryPartOnce) {
