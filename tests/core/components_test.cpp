@@ -77,6 +77,15 @@ TEST(Kernel, RejectsUnknownNames) {
   EXPECT_THROW(make_kernel("ard", "ard", 2, 2), ConfigError);
   EXPECT_THROW(make_kernel("none", "none", 2, 2), ConfigError);
   EXPECT_THROW(make_kernel("ard", "matern32", 2, 0), ConfigError);
+  EXPECT_THROW(make_kernel("none", "matern32", 0, 2, "seasonal", "weekly"), ConfigError);
+  EXPECT_THROW(make_kernel("cycle", "none", 2, 0), ConfigError);  // a seasonal shape, not a covariate kernel
+  // cycle reads two circle inputs: a part of another width (a broken model file) is refused.
+  KernelPart part;
+  part.type = KernelType::cycle;
+  part.dim = 3;
+  EXPECT_THROW(Kernel({part}), ConfigError);
+  part.dim = 2;
+  EXPECT_NO_THROW(Kernel({part}));
 }
 
 TEST(KMeans, SeededDistinctAndCapped) {
