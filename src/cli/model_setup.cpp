@@ -248,7 +248,13 @@ Kernel model_kernel(const Settings& settings, Index covariates, Index coordinate
   if (season != "periodic" && on_time.find("seasonal") == std::string::npos)
     throw ConfigError("model.kernel.season is '" + season + "' but model.kernel.time is '" + on_time +
                       "': there is no seasonal part to shape");
-  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time, season);
+  const std::string space_time =
+      settings.model.kernel_space_time == "auto" ? "shared" : settings.model.kernel_space_time;
+  if (space_time != "shared" && (on_time != "seasonal+trend" || space == "none"))
+    throw ConfigError("model.kernel.space_time is '" + space_time + "' but model.kernel.time is '" + on_time +
+                      "' and model.kernel.space '" + space +
+                      "': only a space kernel times seasonal+trend has two time parts to separate");
+  return make_kernel(settings.model.kernel_covariates, space, covariates, coordinates, on_time, season, space_time);
 }
 
 namespace {

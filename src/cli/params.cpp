@@ -421,6 +421,16 @@ std::vector<Param> make_params() {
        "constant share (most of it at long lengthscales) acts as a static field beside the season; cycle: the same "
        "less its mean over the year, so that the season's amplitude is learned apart from the static field (the trend "
        "part's), and a long lengthscale gives a pure annual harmonic. auto: periodic."},
+      {"model.kernel.space_time",
+       T::choice,
+       "auto",
+       {"auto", "shared", "separate"},
+       -kInf,
+       kInf,
+       "With model.kernel.time seasonal+trend, how model.kernel.space enters: shared multiplies one space kernel by "
+       "the sum of the time parts, so the season's spatial pattern and the static field (the trend part's, and the "
+       "periodic season's constant share) have one lengthscale; separate gives each time part a space kernel of its "
+       "own (space x season + space x trend), at the cost of a second spatial distance per pass. auto: shared."},
       {"model.inducing.count",
        T::integer,
        "0",

@@ -55,6 +55,7 @@ Settings settings_of(const Config& config, std::vector<std::string>* keys) {
   m.kernel_space = r.text("model.kernel.space");
   m.kernel_time = r.text("model.kernel.time");
   m.kernel_season = r.text("model.kernel.season");
+  m.kernel_space_time = r.text("model.kernel.space_time");
   const std::string space_prior = r.text("model.kernel.space_prior");
   if (space_prior != "auto") m.space_prior = space_prior == "true";
   m.space_prior_sd = r.real("model.kernel.space_prior_sd");

@@ -30,6 +30,7 @@ struct Settings {
     double jitter = 1e-6;
     std::string kernel_covariates, kernel_space, kernel_time;
     std::string kernel_season;        // model.kernel.season: auto, periodic or cycle
+    std::string kernel_space_time;    // model.kernel.space_time: auto, shared or separate
     std::optional<bool> space_prior;  // model.kernel.space_prior (none: auto)
     double space_prior_sd = 1;        // model.kernel.space_prior_sd
     Index inducing_count = 0;         // 0: from the number of training units

@@ -499,7 +499,7 @@ void time_inputs(double t, Eigen::Ref<Vector> out) {
 }
 
 Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
-                   const std::string& time, const std::string& season) {
+                   const std::string& time, const std::string& season, const std::string& space_time) {
   std::vector<KernelPart> parts;
   auto add = [&](const std::string& name, Index begin, Index dim, const char* what) {
     if (name == "none") return;
@@ -521,6 +521,8 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
     throw ConfigError("unknown time kernel '" + time + "' (allowed: seasonal+trend, seasonal, trend, none)");
   if (season != "periodic" && season != "cycle")
     throw ConfigError("unknown season kernel '" + season + "' (allowed: periodic, cycle)");
+  if (space_time != "shared" && space_time != "separate")
+    throw ConfigError("unknown space-time layout '" + space_time + "' (allowed: shared, separate)");
   add(covariates, 0, num_covariates, "covariates");
   add(space, num_covariates, num_coords, "coordinates");
   std::vector<KernelTerm> terms = sum_terms(parts.size());
@@ -535,7 +537,16 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
       add("rbf", t0, 1, "time inputs");
       time_factor.push_back(static_cast<Index>(parts.size()) - 1);
     }
-    if (space != "none") {
+    if (space != "none" && space_time == "separate" && time_factor.size() == 2) {
+      // space_a x season + space_b x trend: the season's spatial pattern and the static field
+      // each get their own lengthscale.
+      KernelTerm& season_term = terms.back();
+      parts[static_cast<size_t>(season_term[0][0])].fixed_variance = true;
+      season_term.push_back({time_factor[0]});
+      add(space, num_covariates, num_coords, "coordinates");
+      parts.back().fixed_variance = true;
+      terms.push_back({{static_cast<Index>(parts.size()) - 1}, {time_factor[1]}});
+    } else if (space != "none") {
       KernelTerm& space_term = terms.back();
       parts[static_cast<size_t>(space_term[0][0])].fixed_variance = true;
       space_term.push_back(time_factor);

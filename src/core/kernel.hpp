@@ -128,9 +128,13 @@ void time_inputs(double t, Eigen::Ref<Vector> out);
 // carrying the scale); without a space kernel the time parts are added on their own. The seasonal
 // part is `season`: periodic (an rbf on the circle inputs, whose constant Fourier term acts as a
 // static field) or cycle (KernelType::cycle, the same less that term, so that the static field
-// is the trend's alone and the season's amplitude is learned apart from it).
+// is the trend's alone and the season's amplitude is learned apart from it). `space_time` shared
+// multiplies one space part by the sum of the time parts; separate (with both time parts) gives
+// each its own space part, space_a x season + space_b x trend, so that the season's spatial
+// pattern and the static field have lengthscales of their own.
 Kernel make_kernel(const std::string& covariates, const std::string& space, Index num_covariates, Index num_coords,
-                   const std::string& time = "none", const std::string& season = "periodic");
+                   const std::string& time = "none", const std::string& season = "periodic",
+                   const std::string& space_time = "shared");
 
 // The median heuristic, in two steps so that the inputs may be spread over processes
 // (PixelColumns::gather in between): the seeded subsample's columns among n inputs, then every

@@ -87,18 +87,26 @@ TEST_F(SpaceTime, TheUnitEffectScopeIsAChoice) {
 
 // model.kernel.season: cycle (the season less its mean over the year) is kept in the model file by
 // name and predicts from it; periodic is the rbf on the circle inputs.
-TEST_F(SpaceTime, TheSeasonsShapeIsAChoiceKeptInTheModel) {
+// The season's shape and the space-time layout (one space kernel for both time parts, or one each).
+TEST_F(SpaceTime, TheSeasonsShapeAndTheSpaceTimeLayoutAreChoicesKeptInTheModel) {
   const std::string train = bin("vbagg-train") + " --config " + d() +
                             "/data/seasonal.yaml -q --set data.time=2019-01..2019-03 --set train.epochs=5 "
                             "--set model.inducing.count=10 --out " +
                             d();
-  for (const char* season : {"cycle", "periodic"}) {
-    SCOPED_TRACE(season);
-    const std::string out = d() + "/season_" + season;
-    auto r = run(train + "/season_" + season + " --set model.kernel.season=" + season);
+  const std::pair<std::string, std::string> choices[] = {
+      {"cycle", "shared"}, {"periodic", "shared"}, {"cycle", "separate"}};
+  for (const auto& [season, layout] : choices) {
+    SCOPED_TRACE(season + " " + layout);
+    const std::string out = d() + "/season_" + season + "_" + layout;
+    auto r = run(train + "/season_" + season + "_" + layout + " --set model.kernel.season=" + season +
+                 " --set model.kernel.space_time=" + layout);
     ASSERT_EQ(r.code, 0) << r.output;
     const std::string model = read_text(out + "/model.yaml");
-    EXPECT_EQ(model.find("type: cycle") != std::string::npos, std::string(season) == "cycle") << model;
+    EXPECT_EQ(model.find("type: cycle") != std::string::npos, season == "cycle") << model;
+    size_t space_parts = 0;
+    for (size_t at = model.find("type: matern52"); at != std::string::npos; at = model.find("type: matern52", at + 1))
+      ++space_parts;
+    EXPECT_EQ(space_parts, layout == "separate" ? 2u : 1u) << model;
     r = run(bin("vbagg-predict") + " --model " + out + "/model.yaml --out " + out + "/maps -q");
     ASSERT_EQ(r.code, 0) << r.output;
     io::DatasetPtr ds = io::open_raster(out + "/maps/latent_sd.tif");
@@ -107,9 +115,13 @@ TEST_F(SpaceTime, TheSeasonsShapeIsAChoiceKeptInTheModel) {
     ASSERT_EQ(ds->GetRasterBand(3)->GetStatistics(FALSE, TRUE, &mn, &mx, &mean, &sd), CE_None);
     EXPECT_GT(mn, 0) << "every pixel's latent sd in March";
   }
-  const auto r = run(train + "/refused --set model.kernel.season=cycle --set model.kernel.time=trend");
+  auto r = run(train + "/refused --set model.kernel.season=cycle --set model.kernel.time=trend");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("model.kernel.season is 'cycle' but model.kernel.time is 'trend'"), std::string::npos)
+      << r.output;
+  r = run(train + "/refused --set model.kernel.space_time=separate --set model.kernel.time=trend");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("model.kernel.space_time is 'separate' but model.kernel.time is 'trend'"), std::string::npos)
       << r.output;
 }
 

@@ -23,6 +23,9 @@ std::vector<std::pair<std::string, Kernel>> kernel_cases() {
       {"space_time", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend")},
       // The same with the cycle as its seasonal part (the inputs are not on the circle: it reads their phase).
       {"space_time_cycle", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend", "cycle")},
+      // Each time part with a space kernel of its own: a sum of two product terms.
+      {"space_time_separate",
+       make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend", "cycle", "separate")},
   };
 }
 

@@ -227,6 +227,53 @@ void expect_gradients_match_finite_differences(const Kernel& k, const Matrix& X1
         << k.param_names()[p];
 }
 
+// space_time "separate": space_a x season + space_b x trend, each space part with its own
+// lengthscale and no variance of its own.
+TEST(Kernel, SeparateSpaceTimeGivesEachTimePartItsOwnSpaceKernel) {
+  Kernel k = make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend", "periodic", "separate");
+  ASSERT_EQ(k.parts().size(), 5u);
+  ASSERT_EQ(k.terms().size(), 3u);
+  // ard (1 + 2) + two matern32 without variance (1 + 1) + seasonal (2) + trend (2).
+  EXPECT_EQ(k.num_params(), 9);
+  Vector theta(k.num_params());
+  for (Index i = 0; i < theta.size(); ++i) theta[i] = 0.15 * static_cast<double>(i % 4) - 0.25;
+  k.set_params(theta);
+  const auto& ard = k.parts()[0];
+  const auto& space_season = k.parts()[1];
+  const auto& seasonal = k.parts()[2];
+  const auto& trend = k.parts()[3];
+  const auto& space_trend = k.parts()[4];
+  EXPECT_TRUE(space_season.fixed_variance);
+  EXPECT_TRUE(space_trend.fixed_variance);
+  ASSERT_NE(space_season.log_lengthscale[0], space_trend.log_lengthscale[0]);
+
+  const Matrix X1 = random_inputs(5, 11), X2 = random_inputs(4, 12);
+  Matrix K;
+  k.cross(X1, X2, K);
+  for (Index i = 0; i < X1.cols(); ++i)
+    for (Index j = 0; j < X2.cols(); ++j) {
+      const Vector dc =
+          (X1.col(i).head(kCov) - X2.col(j).head(kCov)).cwiseQuotient(ard.log_lengthscale.array().exp().matrix());
+      const double k_ard = std::exp(ard.log_variance - 0.5 * dc.squaredNorm());
+      const double d = (X1.col(i).segment(kCov, kCoords) - X2.col(j).segment(kCov, kCoords)).norm();
+      const double dt = X1(kCov + kCoords, i) - X2(kCov + kCoords, j);
+      const double ls = std::exp(seasonal.log_lengthscale[0]), lt = std::exp(trend.log_lengthscale[0]);
+      const double k_season =
+          std::exp(seasonal.log_variance) * std::exp(-2 * std::pow(std::sin(M_PI * dt), 2) / (ls * ls));
+      const double k_trend = std::exp(trend.log_variance - 0.5 * dt * dt / (lt * lt));
+      EXPECT_NEAR(K(i, j),
+                  k_ard + matern32(d / std::exp(space_season.log_lengthscale[0])) * k_season +
+                      matern32(d / std::exp(space_trend.log_lengthscale[0])) * k_trend,
+                  1e-12)
+          << i << "," << j;
+    }
+  expect_gradients_match_finite_differences(k, random_inputs(6, 13), random_inputs(7, 14));
+  // Only a space kernel times seasonal+trend has two time parts to separate; shared is the one-product layout.
+  EXPECT_EQ(make_kernel("ard", "matern32", kCov, kCoords, "trend", "periodic", "separate").terms().size(), 2u);
+  EXPECT_EQ(make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend", "cycle", "shared").terms().size(), 2u);
+  EXPECT_THROW(make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend", "periodic", "apart"), ConfigError);
+}
+
 TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   expect_gradients_match_finite_differences(space_time_kernel(), random_inputs(6, 3), random_inputs(7, 4));
 }
