@@ -39,6 +39,28 @@ Kernel space_time_kernel(const std::string& season = "periodic", double season_l
   return k;
 }
 
+// The closed forms of the space-time kernel's parts between input columns a and b: the ard on the
+// covariates, the periodic kernel with a one-year period (MacKay's form) and the rbf trend on time.
+double ard_value(const KernelPart& ard, const Matrix& X1, Index i, const Matrix& X2, Index j) {
+  const Vector dc =
+      (X1.col(i).head(kCov) - X2.col(j).head(kCov)).cwiseQuotient(ard.log_lengthscale.array().exp().matrix());
+  return std::exp(ard.log_variance - 0.5 * dc.squaredNorm());
+}
+double space_distance(const Matrix& X1, Index i, const Matrix& X2, Index j) {
+  return (X1.col(i).segment(kCov, kCoords) - X2.col(j).segment(kCov, kCoords)).norm();
+}
+double time_difference(const Matrix& X1, Index i, const Matrix& X2, Index j) {
+  return X1(kCov + kCoords, i) - X2(kCov + kCoords, j);
+}
+double periodic_value(const KernelPart& seasonal, double dt) {
+  const double ls = std::exp(seasonal.log_lengthscale[0]);
+  return std::exp(seasonal.log_variance) * std::exp(-2 * std::pow(std::sin(M_PI * dt), 2) / (ls * ls));
+}
+double trend_value(const KernelPart& trend, double dt) {
+  const double lt = std::exp(trend.log_lengthscale[0]);
+  return std::exp(trend.log_variance - 0.5 * dt * dt / (lt * lt));
+}
+
 TEST(Kernel, SpaceTimeMatchesItsClosedForm) {
   const Kernel k = space_time_kernel();
   ASSERT_EQ(k.parts().size(), 4u);
@@ -57,18 +79,12 @@ TEST(Kernel, SpaceTimeMatchesItsClosedForm) {
   k.cross(X1, X2, K);
   for (Index i = 0; i < X1.cols(); ++i)
     for (Index j = 0; j < X2.cols(); ++j) {
-      const Vector dc =
-          (X1.col(i).head(kCov) - X2.col(j).head(kCov)).cwiseQuotient(ard.log_lengthscale.array().exp().matrix());
-      const double k_ard = std::exp(ard.log_variance - 0.5 * dc.squaredNorm());
-      const double r = (X1.col(i).segment(kCov, kCoords) - X2.col(j).segment(kCov, kCoords)).norm() /
-                       std::exp(space.log_lengthscale[0]);
-      const double dt = X1(kCov + kCoords, i) - X2(kCov + kCoords, j);
-      const double ls = std::exp(seasonal.log_lengthscale[0]), lt = std::exp(trend.log_lengthscale[0]);
-      // The periodic kernel with a one-year period (MacKay's form) and an rbf trend.
-      const double k_season =
-          std::exp(seasonal.log_variance) * std::exp(-2 * std::pow(std::sin(M_PI * dt), 2) / (ls * ls));
-      const double k_trend = std::exp(trend.log_variance - 0.5 * dt * dt / (lt * lt));
-      EXPECT_NEAR(K(i, j), k_ard + matern32(r) * (k_season + k_trend), 1e-12) << i << "," << j;
+      const double r = space_distance(X1, i, X2, j) / std::exp(space.log_lengthscale[0]);
+      const double dt = time_difference(X1, i, X2, j);
+      EXPECT_NEAR(K(i, j),
+                  ard_value(ard, X1, i, X2, j) + matern32(r) * (periodic_value(seasonal, dt) + trend_value(trend, dt)),
+                  1e-12)
+          << i << "," << j;
     }
   // k(x, x) = ard variance + 1 x (seasonal + trend variances).
   EXPECT_NEAR(k.diag_value(),
@@ -252,18 +268,11 @@ TEST(Kernel, SeparateSpaceTimeGivesEachTimePartItsOwnSpaceKernel) {
   k.cross(X1, X2, K);
   for (Index i = 0; i < X1.cols(); ++i)
     for (Index j = 0; j < X2.cols(); ++j) {
-      const Vector dc =
-          (X1.col(i).head(kCov) - X2.col(j).head(kCov)).cwiseQuotient(ard.log_lengthscale.array().exp().matrix());
-      const double k_ard = std::exp(ard.log_variance - 0.5 * dc.squaredNorm());
-      const double d = (X1.col(i).segment(kCov, kCoords) - X2.col(j).segment(kCov, kCoords)).norm();
-      const double dt = X1(kCov + kCoords, i) - X2(kCov + kCoords, j);
-      const double ls = std::exp(seasonal.log_lengthscale[0]), lt = std::exp(trend.log_lengthscale[0]);
-      const double k_season =
-          std::exp(seasonal.log_variance) * std::exp(-2 * std::pow(std::sin(M_PI * dt), 2) / (ls * ls));
-      const double k_trend = std::exp(trend.log_variance - 0.5 * dt * dt / (lt * lt));
+      const double d = space_distance(X1, i, X2, j), dt = time_difference(X1, i, X2, j);
       EXPECT_NEAR(K(i, j),
-                  k_ard + matern32(d / std::exp(space_season.log_lengthscale[0])) * k_season +
-                      matern32(d / std::exp(space_trend.log_lengthscale[0])) * k_trend,
+                  ard_value(ard, X1, i, X2, j) +
+                      matern32(d / std::exp(space_season.log_lengthscale[0])) * periodic_value(seasonal, dt) +
+                      matern32(d / std::exp(space_trend.log_lengthscale[0])) * trend_value(trend, dt),
                   1e-12)
           << i << "," << j;
     }
