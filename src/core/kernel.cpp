@@ -537,19 +537,19 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
       add("rbf", t0, 1, "time inputs");
       time_factor.push_back(static_cast<Index>(parts.size()) - 1);
     }
-    if (space != "none" && space_time == "separate" && time_factor.size() == 2) {
-      // space_a x season + space_b x trend: the season's spatial pattern and the static field
-      // each get their own lengthscale.
-      KernelTerm& season_term = terms.back();
-      parts[static_cast<size_t>(season_term[0][0])].fixed_variance = true;
-      season_term.push_back({time_factor[0]});
-      add(space, num_covariates, num_coords, "coordinates");
-      parts.back().fixed_variance = true;
-      terms.push_back({{static_cast<Index>(parts.size()) - 1}, {time_factor[1]}});
-    } else if (space != "none") {
+    if (space != "none") {
       KernelTerm& space_term = terms.back();
       parts[static_cast<size_t>(space_term[0][0])].fixed_variance = true;
-      space_term.push_back(time_factor);
+      if (space_time == "separate" && time_factor.size() == 2) {
+        // space_a x season + space_b x trend: the season's spatial pattern and the static field
+        // each get their own lengthscale.
+        space_term.push_back({time_factor[0]});
+        add(space, num_covariates, num_coords, "coordinates");
+        parts.back().fixed_variance = true;
+        terms.push_back({{static_cast<Index>(parts.size()) - 1}, {time_factor[1]}});
+      } else {
+        space_term.push_back(time_factor);
+      }
     } else {
       for (Index c : time_factor) terms.push_back({{c}});
     }
