@@ -11,19 +11,20 @@
 # mean squared truth, calibration of 50-95 % intervals), and on the held-out months' counts.
 #   bench/experiments/space_time.sh [--seeds "1 2 3"] [--units 60] [--size 100x75] [--noise 0.3] [--space KERNEL]
 #                                   [--scope unit|period] [--set KEY=VALUE ...] [--joint-only | --months-only]
-#                                   [--keep DIR]
+#                                   [--simulate "--field-frequencies 1000"] [--keep DIR]
 # --space sets model.kernel.space of every fit (default: each fit's own default); --scope sets
 # model.unit_effect_scope of the space-time fit (default: auto, one effect per unit); --set passes
 # a setting to the space-time fit (repeatable); --joint-only skips the fits per month, and
-# --months-only the space-time fit; --keep writes the data, models and evaluations to DIR (its
-# seed's folder) instead of a folder removed at the end, so that a fit's history.csv can be read.
+# --months-only the space-time fit; --simulate passes further options to vbagg-simulate (one word
+# each); --keep writes the data, models and evaluations to DIR (its seed's folder) instead of a
+# folder removed at the end, so that a fit's history.csv can be read.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one), or VBAGG_BIN.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # gdalinfo (gdal-bin) and bc, which a build machine lacks; the installer's notes go to stderr.
 scripts/deps.sh gdal-bin bc >&2
 bin=${VBAGG_BIN:-$PWD/build/apps}
-seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0 months_only=0 keep=""
+seeds="1 2 3" units=60 size=100x75 noise=0.3 space="" scope=auto joint_only=0 months_only=0 keep="" simulate=""
 joint_set=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +37,7 @@ while [ $# -gt 0 ]; do
     --set) joint_set+=(--set "$2"); shift 2 ;;
     --joint-only) joint_only=1; shift ;;
     --months-only) months_only=1; shift ;;
+    --simulate) simulate=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
@@ -88,8 +90,9 @@ echo "| seed | fit | months | fit s | pixel corr | pixel rel. MSE | pixel calibr
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
+  # shellcheck disable=SC2086 # the simulator's options, one word each
   "$bin/vbagg-simulate" --kind country --out "$d/data" --seed "$seed" --size "$size" --units "$units" \
-    --unit-noise "$noise" --months 24 -q
+    --unit-noise "$noise" --months 24 -q $simulate
   if [ "$months_only" = 0 ]; then
     start=$(date +%s.%N)
     "$bin/vbagg-train" --config "$d/data/seasonal.yaml" --out "$d/joint" -q --threads 2 "${kernel[@]}" "${joint_set[@]}" \
