@@ -68,13 +68,15 @@ train: {holdout: {fraction: 0}}
 YAML
 }
 
-# Scores of one month's evaluation JSON: pixel correlation, relative MSE, calibration error, 95 %
-# coverage, then the counts' 50 and 95 % coverage and bag NLL.
+# Scores of one month's evaluation JSON: pixel correlation, relative MSE, calibration error, a
+# calibrated model's (eval's mean over its joint draws), 95 % coverage, then the counts' 50 and 95 %
+# coverage and bag NLL.
 scores() {
   local j=$1 truth_ms=$2
-  printf "%s %s %s %s %s %s %s\n" "$(pixel "$j" correlation)" \
+  printf "%s %s %s %s %s %s %s %s\n" "$(pixel "$j" correlation)" \
     "$(awk -v a="$(pixel "$j" mse)" -v b="$truth_ms" 'BEGIN { print a / b }')" "$(list "$j" coverage_error | mean_of)" \
-    "$(list "$j" coverage | nth 6)" "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
+    "$(pixel "$j" calibrated_error_mean)" "$(list "$j" coverage | nth 6)" \
+    "$(list "$j" count_coverage | nth 1)" "$(list "$j" count_coverage | nth 6)" \
     "$(top "$j" bag_nll_mean)"
 }
 
@@ -86,7 +88,7 @@ truth_ms() {
   gdalinfo -stats "$1" 2>/dev/null | awk -F= '/STATISTICS_MEAN/ { m = $2 } /STATISTICS_STDDEV/ { s = $2 } END { print m * m + s * s }'
 }
 
-echo "| seed | fit | months | fit s | pixel corr | pixel rel. MSE | pixel calibration error | pixel 95 % coverage | counts covered 50 / 95 % | bag NLL |"
+echo "| seed | fit | months | fit s | pixel corr | pixel rel. MSE | pixel calibration error (a calibrated model's) | pixel 95 % coverage | counts covered 50 / 95 % | bag NLL |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 for seed in $seeds; do
   d="$work/$seed"
@@ -130,12 +132,12 @@ for seed in $seeds; do
   [ "$months_only" = 1 ] && fits="month"
   for fit in $fits; do
     for part in seen held; do
-      read -r corr mse cal cov c50 c95 nll < <(column_means <"$d/${fit}_$part.txt")
+      read -r corr mse cal cal_band cov c50 c95 nll < <(column_means <"$d/${fit}_$part.txt")
       seconds=$([ $fit = joint ] && echo "$joint_s" || echo "$independent_s")
-      printf "| %s | %s | %s | %.0f | %.3f | %.4f | %.3f | %.2f | %.2f / %.2f | %.2f |\n" "$seed" \
+      printf "| %s | %s | %s | %.0f | %.3f | %.4f | %.3f (%.3f) | %.2f | %.2f / %.2f | %.2f |\n" "$seed" \
         "$([ $fit = joint ] && echo "one space-time fit" || echo "a fit per month")" \
         "$([ $part = seen ] && echo "2020-01..09 (fitted)" || echo "2020-10..12 (held out)")" \
-        "$seconds" "$corr" "$mse" "$cal" "$cov" "$c50" "$c95" "$nll"
+        "$seconds" "$corr" "$mse" "$cal" "$cal_band" "$cov" "$c50" "$c95" "$nll"
     done
   done
 done
