@@ -11,11 +11,7 @@ points' span, which bag totals barely see (it enters a bag's variance as sum p_i
 cannot reduce. vbagg-predict of OUT writes latent_sd = sqrt(d_i); latent_z.py --residual reads it.
 Write OUT at the same folder depth as MODEL: the data paths in the file are relative.
 """
-import argparse
-
-import yaml
-
-from without_spread import without_spread
+from without_spread import rewrite_model, unit_effects, without_spread
 
 
 def residual_only(model):
@@ -25,23 +21,11 @@ def residual_only(model):
     for i, row in enumerate(m["q_chol"]):
         for j in range(len(row)):
             row[j] = 1e-9 if i == j else 0.0
-    effects = [m.get("unit_effect", {})] + [s.get("unit_effect", {}) for s in m.get("more_sources", [])]
-    for effect in effects:
+    for effect in unit_effects(m):
         for unit, entry in effect.get("posterior", {}).items():
             effect["posterior"][unit] = entry[:2]  # [mean, variance]: drawn on its own
     return model
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("model")
-    ap.add_argument("out")
-    a = ap.parse_args()
-    with open(a.model) as f:
-        model = yaml.safe_load(f)
-    with open(a.out, "w") as f:
-        yaml.safe_dump(residual_only(model), f, default_flow_style=None, width=100000)
-
-
 if __name__ == "__main__":
-    main()
+    rewrite_model(residual_only, __doc__)

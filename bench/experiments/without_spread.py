@@ -13,14 +13,18 @@ import argparse
 import yaml
 
 
+def unit_effects(m):
+    """Every unit effect of a model map: the first source's and each further source's."""
+    return [m.get("unit_effect", {})] + [s.get("unit_effect", {}) for s in m.get("more_sources", [])]
+
+
 def without_spread(model):
     m = model["model"]
     spread = m.pop("point_spread", None)
     if spread is None:
         raise SystemExit("the model has no point_spread")
     directions = len(spread["field"])
-    effects = [m.get("unit_effect", {})] + [s.get("unit_effect", {}) for s in m.get("more_sources", [])]
-    for effect in effects:
+    for effect in unit_effects(m):
         for unit, entry in effect.get("posterior", {}).items():
             # [mean, variance, shift, loading...]: the loading's last entries are the spread's.
             if len(entry) > 3:
@@ -28,16 +32,17 @@ def without_spread(model):
     return model
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def rewrite_model(transform, doc):
+    """The command line of a model rewriter: MODEL OUT, OUT = transform(MODEL)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
     ap.add_argument("out")
     a = ap.parse_args()
     with open(a.model) as f:
         model = yaml.safe_load(f)
     with open(a.out, "w") as f:
-        yaml.safe_dump(without_spread(model), f, default_flow_style=None, width=100000)
+        yaml.safe_dump(transform(model), f, default_flow_style=None, width=100000)
 
 
 if __name__ == "__main__":
-    main()
+    rewrite_model(without_spread, __doc__)
