@@ -355,7 +355,7 @@ int simulate_main(int argc, char** argv) {
       "swiss-roll "
       "bag problem (pixels.csv, bags.csv). Deterministic for a seed.",
       "vbagg-simulate");
-  std::string kind, out, size = "160x120", covariate_effects = "linear";
+  std::string kind, out, size = "160x120", covariate_effects = "linear", field_kernel = "rbf";
   unsigned long long seed = 1;
   int units = 60, covariates = 4, bags = 100, months = 0, field_frequencies = 40;
   double bag_mean = 150, bag_sd = 50, unit_noise = 0, survey_noise = 0;
@@ -386,10 +386,17 @@ int simulate_main(int argc, char** argv) {
   app.add_option("--field-frequencies", field_frequencies,
                  "country: random Fourier features of the latent field (the smooth spatial part of the log "
                  "intensity and of the prevalence's logit). With more, the field is closer to a draw of a "
-                 "Gaussian process with an rbf kernel, the prior vbagg's default model puts on it; the "
-                 "covariates, population, units and every other draw stay the same")
+                 "Gaussian process with the --field-kernel's kernel; the covariates, population, units and every "
+                 "other draw stay the same")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--field-kernel", field_kernel,
+                 "country: the kernel whose spectrum the latent field's frequencies come from, at the same "
+                 "lengthscale: rbf (smooth at every scale; vbagg's space kernel for one period) or matern52 (more "
+                 "variation at fine scales; vbagg's space kernel for a space-time fit). The directions and phases, "
+                 "the covariates, population, units and every other draw stay the same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rbf", "matern52"}));
   app.add_option("--covariate-effects", covariate_effects,
                  "country: how the covariates enter the log intensity: linear (a coefficient each, the fixed "
                  "effects of R disaggregation's model) or nonlinear (a hump in temperature, a threshold in "
@@ -427,6 +434,8 @@ int simulate_main(int argc, char** argv) {
       o.survey_noise_sd = survey_noise;
       o.months = months;
       o.field_frequencies = field_frequencies;
+      o.field_kernel =
+          field_kernel == "matern52" ? CountryOptions::FieldKernel::matern52 : CountryOptions::FieldKernel::rbf;
       o.covariate_effects = covariate_effects == "nonlinear" ? CountryOptions::CovariateEffects::nonlinear
                                                              : CountryOptions::CovariateEffects::linear;
       o.seed = seed;

@@ -5,63 +5,37 @@
 #include <random>
 
 #include "logistic.hpp"
+#include "random_features.hpp"
 
 namespace vbagg {
 
 namespace {
 
-// Random Fourier features of an rbf kernel with lengthscale `ls` pixels: frequencies ~ N(0, I / ls^2)
-// and uniform phases. A field of R of them is a draw of that kernel's Gaussian process as R grows;
-// with few, its spectrum is a handful of frequencies, which that process would not draw.
-struct Frequencies {
-  std::vector<double> ox, oy, phase;
-};
-
-void draw_frequencies(int count, double ls, std::mt19937_64& rng, Frequencies& f) {
-  std::normal_distribution<double> normal;
-  std::uniform_real_distribution<double> phase(0, 2 * M_PI);
-  for (int r = 0; r < count; ++r) {
-    f.ox.push_back(normal(rng) / ls);
-    f.oy.push_back(normal(rng) / ls);
-    f.phase.push_back(phase(rng));
-  }
-}
-
-// The sum of the features over the grid, standardised to mean 0 and sd 1.
-Vector field_of(int w, int h, const Frequencies& f) {
-  const size_t R = f.ox.size();
-  Vector out(static_cast<Index>(w) * h);
-  for (int y = 0; y < h; ++y)
-    for (int x = 0; x < w; ++x) {
-      double s = 0;
-      for (size_t r = 0; r < R; ++r) s += std::cos(f.ox[r] * x + f.oy[r] * y + f.phase[r]);
-      out[static_cast<Index>(y) * w + x] = s;
-    }
-  out.array() -= out.mean();
-  out /= std::sqrt(out.squaredNorm() / static_cast<double>(out.size()));
-  return out;
-}
-
 // A smooth random field of lengthscale `ls` pixels: 40 random Fourier features.
 constexpr int kFieldFrequencies = 40;
 Vector smooth_field(int w, int h, double ls, std::mt19937_64& rng) {
-  Frequencies f;
-  draw_frequencies(kFieldFrequencies, ls, rng, f);
-  return field_of(w, h, f);
+  FourierFrequencies f;
+  draw_rbf_frequencies(kFieldFrequencies, ls, rng, f);
+  return standardised_field(w, h, f);
 }
 
-// The latent field g with `frequencies` features: the first of the 40 every country draws from
-// `rng`, and any beyond them from a stream of their own, so the rest of the country is the same
-// whatever their number.
-Vector latent_field(int w, int h, double ls, int frequencies, unsigned long long seed, std::mt19937_64& rng) {
-  Frequencies f;
-  draw_frequencies(kFieldFrequencies, ls, rng, f);
+// The latent field g with `frequencies` features of `kernel`: the first of the 40 every country
+// draws from `rng`, and any beyond them from a stream of their own, so the rest of the country is
+// the same whatever their number and kernel.
+Vector latent_field(int w, int h, double ls, int frequencies, CountryOptions::FieldKernel kernel,
+                    unsigned long long seed, std::mt19937_64& rng) {
+  FourierFrequencies f;
+  draw_rbf_frequencies(kFieldFrequencies, ls, rng, f);
   for (auto* v : {&f.ox, &f.oy, &f.phase}) v->resize(std::min<size_t>(v->size(), static_cast<size_t>(frequencies)));
   if (frequencies > kFieldFrequencies) {
     std::mt19937_64 more(seed ^ 0x3c6ef372fe94f82bULL);
-    draw_frequencies(frequencies - kFieldFrequencies, ls, more, f);
+    draw_rbf_frequencies(frequencies - kFieldFrequencies, ls, more, f);
   }
-  return field_of(w, h, f);
+  if (kernel == CountryOptions::FieldKernel::matern52) {
+    std::mt19937_64 scales(seed ^ 0xa0761d6478bd642fULL);
+    make_matern52(f, scales);
+  }
+  return standardised_field(w, h, f);
 }
 
 // Provinces group the units by the nearest province seed to each unit's seed; their counts come
@@ -229,7 +203,7 @@ Country make_country(const CountryOptions& o) {
   }
   c.population = logpop.array().exp();
   // log lambda = beta0 + h(x) + g(s): about 5 % incidence on average.
-  c.field = 0.5 * latent_field(o.width, o.height, extent * 0.25, o.field_frequencies, o.seed, rng);
+  c.field = 0.5 * latent_field(o.width, o.height, extent * 0.25, o.field_frequencies, o.field_kernel, o.seed, rng);
   const Vector base = Vector::Constant(N, std::log(0.05)) + c.field;
   Vector loglam = base;
   add_covariate_effect(loglam, standard, c.beta, o.covariate_effects);

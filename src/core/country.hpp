@@ -21,9 +21,16 @@ struct CountryOptions {
   // before its positives are drawn. The true prevalence map is unchanged.
   double survey_noise_sd = 0;
   // Random Fourier features of the latent field g (40: every country before this option). With
-  // more, g is closer to a draw of a Gaussian process with an rbf kernel; the covariates,
+  // more, g is closer to a draw of a Gaussian process with field_kernel's kernel; the covariates,
   // population, units and every other stream are the same whatever their number.
   int field_frequencies = 40;
+  // The kernel whose spectrum the field's frequencies are drawn from, at the same lengthscale: rbf
+  // (every country before this option; smooth at every scale) or Matérn 5/2 (a power-law tail:
+  // more variation at fine scales), so that a comparison of space kernels need not run on the
+  // rbf's own truth. The frequencies share their directions and phases, and the rest of the
+  // country is the same.
+  enum class FieldKernel { rbf, matern52 };
+  FieldKernel field_kernel = FieldKernel::rbf;
   // How the covariates enter log lambda: linear (beta' x, the model class of R disaggregation's
   // fixed effects) or nonlinear (a hump in the first, a threshold in the second, the product of
   // the third and fourth, linear in the rest; see add_covariate_effect), which no linear mean can follow.

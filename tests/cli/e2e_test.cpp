@@ -463,6 +463,16 @@ TEST_F(EndToEnd, SimulateIsDeterministic) {
   more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s4 --field-frequencies 0 -q");
   EXPECT_NE(more.code, 0);
   EXPECT_NE(more.output.find("--field-frequencies"), std::string::npos) << more.output;
+  // A Matérn 5/2 field: the same covariates and people, another truth; an unknown kernel is named.
+  more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
+             "/s6 --size 30x20 --units 5 --seed 4 --field-frequencies 300 --field-kernel matern52 -q");
+  ASSERT_EQ(more.code, 0) << more.output;
+  for (const char* f : {"temperature.tif", "population.tif"})
+    EXPECT_EQ(read_text(d() + "/s3/" + f), read_text(d() + "/s6/" + f)) << f;
+  EXPECT_NE(read_text(d() + "/s3/truth_intensity.tif"), read_text(d() + "/s6/truth_intensity.tif"));
+  more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s7 --field-kernel matern32 -q");
+  EXPECT_NE(more.code, 0);
+  EXPECT_NE(more.output.find("--field-kernel"), std::string::npos) << more.output;
   // Nonlinear covariate effects: the same covariates and people, another truth.
   more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
              "/s5 --size 30x20 --units 5 --seed 4 --covariate-effects nonlinear -q");

@@ -197,7 +197,8 @@ TEST(Help, EveryOptionIsExplained) {
        {"--model", "--config", "--set", "--split", "--truth", "--json", "--report", "--threads", "--version"}},
       {"vbagg-simulate",
        {"--kind", "--out", "--seed", "--size", "--units", "--covariates", "--unit-noise", "--survey-noise",
-        "--field-frequencies", "--covariate-effects", "--months", "--bags", "--bag-mean", "--bag-sd", "--version"}}};
+        "--field-frequencies", "--field-kernel", "--covariate-effects", "--months", "--bags", "--bag-mean", "--bag-sd",
+        "--version"}}};
   for (const auto& [app, opts] : options) {
     const auto r = run(bin(app) + " --help");
     EXPECT_EQ(r.code, 0) << app;

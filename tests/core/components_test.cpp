@@ -250,6 +250,27 @@ TEST(Country, FieldFrequenciesChangeOnlyTheField) {
   EXPECT_THROW(make_country(o), ConfigError);
 }
 
+// A Matérn 5/2 field (its spectrum is checked in random_features_test): the field moves and
+// nothing else does.
+TEST(Country, MaternFieldChangesOnlyTheField) {
+  CountryOptions o;
+  o.width = 60;
+  o.height = 48;
+  o.units = 20;
+  o.field_frequencies = 1000;
+  const Country rbf = make_country(o);
+  o.field_kernel = CountryOptions::FieldKernel::matern52;
+  const Country matern = make_country(o);
+  EXPECT_EQ(rbf.population, matern.population);
+  EXPECT_EQ(rbf.unit_of_pixel, matern.unit_of_pixel);
+  for (size_t k = 0; k < rbf.covariates.size(); ++k)
+    EXPECT_TRUE((rbf.covariates[k].array().isNaN() || rbf.covariates[k].array() == matern.covariates[k].array()).all());
+  const Vector moved = matern.intensity.array().log() - rbf.intensity.array().log();
+  EXPECT_LT((moved - (matern.field - rbf.field)).cwiseAbs().maxCoeff(), 1e-12);
+  EXPECT_GT((matern.field - rbf.field).cwiseAbs().maxCoeff(), 0.1);
+  EXPECT_NEAR(matern.field.squaredNorm() / static_cast<double>(matern.field.size()), 0.25, 1e-12);
+}
+
 // The covariates' part of log lambda: with linear effects a regression of log lambda - g on the
 // covariates is exact; with nonlinear effects it leaves much of that part unexplained, and every
 // other part of the country is as it was.
