@@ -453,36 +453,28 @@ TEST_F(EndToEnd, SimulateIsDeterministic) {
   }
   for (const char* f : {"temperature.tif", "population.tif", "truth_intensity.tif"})
     EXPECT_EQ(read_text(d() + "/s1/" + f), read_text(d() + "/s2/" + f)) << f;
-  // More frequencies in the latent field: the same covariates and people, another truth.
-  auto more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
-                  "/s3 --size 30x20 --units 5 --seed 4 --field-frequencies 300 -q");
-  ASSERT_EQ(more.code, 0) << more.output;
-  for (const char* f : {"temperature.tif", "population.tif"})
-    EXPECT_EQ(read_text(d() + "/s1/" + f), read_text(d() + "/s3/" + f)) << f;
-  EXPECT_NE(read_text(d() + "/s1/truth_intensity.tif"), read_text(d() + "/s3/truth_intensity.tif"));
-  more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s4 --field-frequencies 0 -q");
-  EXPECT_NE(more.code, 0);
-  EXPECT_NE(more.output.find("--field-frequencies"), std::string::npos) << more.output;
-  // A Matérn 5/2 field: the same covariates and people, another truth; an unknown kernel is named.
-  more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
-             "/s6 --size 30x20 --units 5 --seed 4 --field-frequencies 300 --field-kernel matern52 -q");
-  ASSERT_EQ(more.code, 0) << more.output;
-  for (const char* f : {"temperature.tif", "population.tif"})
-    EXPECT_EQ(read_text(d() + "/s3/" + f), read_text(d() + "/s6/" + f)) << f;
-  EXPECT_NE(read_text(d() + "/s3/truth_intensity.tif"), read_text(d() + "/s6/truth_intensity.tif"));
-  more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s7 --field-kernel matern32 -q");
-  EXPECT_NE(more.code, 0);
-  EXPECT_NE(more.output.find("--field-kernel"), std::string::npos) << more.output;
-  // Nonlinear covariate effects: the same covariates and people, another truth.
-  more = run(bin("vbagg-simulate") + " --kind country --out " + d() +
-             "/s5 --size 30x20 --units 5 --seed 4 --covariate-effects nonlinear -q");
-  ASSERT_EQ(more.code, 0) << more.output;
-  for (const char* f : {"temperature.tif", "population.tif"})
-    EXPECT_EQ(read_text(d() + "/s1/" + f), read_text(d() + "/s5/" + f)) << f;
-  EXPECT_NE(read_text(d() + "/s1/truth_intensity.tif"), read_text(d() + "/s5/truth_intensity.tif"));
-  more = run(bin("vbagg-simulate") + " --kind country --out " + d() + "/s6 --covariate-effects quadratic -q");
-  EXPECT_NE(more.code, 0);
-  EXPECT_NE(more.output.find("--covariate-effects"), std::string::npos) << more.output;
+  // Each option of the field or the covariates: the same covariates and people as the country
+  // `same_as`, another truth; a value it does not take is refused with the option named.
+  const auto expect_other_truth = [&](const std::string& out, const std::string& options, const std::string& same_as) {
+    const auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() + out +
+                       " --size 30x20 --units 5 --seed 4 " + options + " -q");
+    ASSERT_EQ(r.code, 0) << r.output;
+    for (const char* f : {"temperature.tif", "population.tif"})
+      EXPECT_EQ(read_text(d() + same_as + "/" + f), read_text(d() + out + "/" + f)) << f;
+    EXPECT_NE(read_text(d() + same_as + "/truth_intensity.tif"), read_text(d() + out + "/truth_intensity.tif"));
+  };
+  const auto expect_refused = [&](const std::string& out, const std::string& option, const std::string& value) {
+    const auto r =
+        run(bin("vbagg-simulate") + " --kind country --out " + d() + out + " " + option + " " + value + " -q");
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.output.find(option), std::string::npos) << r.output;
+  };
+  expect_other_truth("/s3", "--field-frequencies 300", "/s1");  // more frequencies in the latent field
+  expect_refused("/s4", "--field-frequencies", "0");
+  expect_other_truth("/s6", "--field-frequencies 300 --field-kernel matern52", "/s3");  // a Matérn 5/2 field
+  expect_refused("/s7", "--field-kernel", "matern32");
+  expect_other_truth("/s5", "--covariate-effects nonlinear", "/s1");
+  expect_refused("/s8", "--covariate-effects", "quadratic");
   const auto r =
       run(bin("vbagg-simulate") + " --kind swissroll --out " + d() + "/roll --bags 20 --bag-mean 30 --bag-sd 10 -q");
   ASSERT_EQ(r.code, 0) << r.output;

@@ -213,6 +213,21 @@ TEST(Country, SurveyNoiseOverdispersesOnlyThePositives) {
   EXPECT_THROW(make_country(o), ConfigError);
 }
 
+// Two countries that differ only in their latent field: the same covariates (NaN in the lake in
+// both), people and units, and log lambda = log 0.05 + g + beta' x moved by the field alone.
+void expect_only_the_field_moved(const Country& base, const Country& other) {
+  ASSERT_EQ(base.covariates.size(), other.covariates.size());
+  for (size_t k = 0; k < base.covariates.size(); ++k) {
+    EXPECT_TRUE((base.covariates[k].array().isNaN() == other.covariates[k].array().isNaN()).all());
+    EXPECT_TRUE(
+        (base.covariates[k].array().isNaN() || base.covariates[k].array() == other.covariates[k].array()).all());
+  }
+  EXPECT_EQ(base.population, other.population);
+  EXPECT_EQ(base.unit_of_pixel, other.unit_of_pixel);
+  const Vector moved = other.intensity.array().log() - base.intensity.array().log();
+  EXPECT_LT((moved - (other.field - base.field)).cwiseAbs().maxCoeff(), 1e-12);
+}
+
 // The latent field's frequencies: more of them leave every other part of the country as it was
 // (the first 40 come from the country's stream, the rest from one of their own), and the field is
 // their standardised sum, so a field of 41 is close to the field of 40 and one of 1,000 is not.
@@ -224,16 +239,7 @@ TEST(Country, FieldFrequenciesChangeOnlyTheField) {
   const Country base = make_country(o);
   o.field_frequencies = 1000;
   const Country more = make_country(o);
-  ASSERT_EQ(base.covariates.size(), more.covariates.size());
-  for (size_t k = 0; k < base.covariates.size(); ++k) {  // NaN in the lake in both
-    EXPECT_TRUE((base.covariates[k].array().isNaN() == more.covariates[k].array().isNaN()).all());
-    EXPECT_TRUE((base.covariates[k].array().isNaN() || base.covariates[k].array() == more.covariates[k].array()).all());
-  }
-  EXPECT_EQ(base.population, more.population);
-  EXPECT_EQ(base.unit_of_pixel, more.unit_of_pixel);
-  // log lambda = log 0.05 + g + beta' x: the field is all that moves it.
-  const Vector moved = more.intensity.array().log() - base.intensity.array().log();
-  EXPECT_LT((moved - (more.field - base.field)).cwiseAbs().maxCoeff(), 1e-12);
+  expect_only_the_field_moved(base, more);
   o.field_frequencies = 41;
   const Country one_more = make_country(o);
   const double n = static_cast<double>(base.field.size());
@@ -261,12 +267,7 @@ TEST(Country, MaternFieldChangesOnlyTheField) {
   const Country rbf = make_country(o);
   o.field_kernel = CountryOptions::FieldKernel::matern52;
   const Country matern = make_country(o);
-  EXPECT_EQ(rbf.population, matern.population);
-  EXPECT_EQ(rbf.unit_of_pixel, matern.unit_of_pixel);
-  for (size_t k = 0; k < rbf.covariates.size(); ++k)
-    EXPECT_TRUE((rbf.covariates[k].array().isNaN() || rbf.covariates[k].array() == matern.covariates[k].array()).all());
-  const Vector moved = matern.intensity.array().log() - rbf.intensity.array().log();
-  EXPECT_LT((moved - (matern.field - rbf.field)).cwiseAbs().maxCoeff(), 1e-12);
+  expect_only_the_field_moved(rbf, matern);
   EXPECT_GT((matern.field - rbf.field).cwiseAbs().maxCoeff(), 0.1);
   EXPECT_NEAR(matern.field.squaredNorm() / static_cast<double>(matern.field.size()), 0.25, 1e-12);
 }
