@@ -2,22 +2,27 @@
 """How much of a space-time fit's map error is the same in every month, and what it weighs in each
 month's relative MSE, on a seasonal country of vbagg-simulate --months:
 
-  static_map_error.py DATA MEAN ...
+  static_map_error.py DATA MEAN ... [--latent LATENT_MEAN LATENT_SD]
 
 DATA is the simulator's folder (units.gpkg, population.tif, truth_intensity_{period}.tif,
 truth_units.csv with each unit's effect); each MEAN an intensity_mean.tif of vbagg-predict with a
 band per period, each band named by its period, or FILE=PERIOD for a map of one period (a fit of
-one month; several such arguments are read as one fit's months). Over the pixels with people and a truth in every period
-it prints the share of the log error log(mean / truth) that does not change from month to month,
+one month; several such arguments are read as one fit's months). Over the pixels with people and
+a truth in every period it prints the share of the log error log(mean / truth) that does not change from month to month,
 then per period: the relative MSE (the MSE over the mean squared truth, as space_time.sh scores a
 month), the same with each pixel's log error replaced by its mean over the periods, the mean and sd
 of the log error, and the number of pixels that carry the relative MSE's weight (the truth squared:
 (sum t^2)^2 / sum t^4). Last, the log error averaged over each unit's pixels (weighted by people)
 against the unit's true effect: their correlation and the slope, the share of the unit noise that
-the map took into its field, and the sd of the rest within units. Needs python3-gdal and python3-numpy.
+the map took into its field, and the sd of the rest within units. With --latent (vbagg-predict's
+latent_mean.tif and latent_sd.tif, a band per period) it scores the intervals against the unit
+noise: z = (log truth - latent mean) / latent sd over every pixel and period, its RMS and the share
+beyond 1.96 (1 and 0.05 where calibrated), overall and for the pixels of units whose true effect's
+size is in each of four bands (for fits of one month, each a comma-separated list of FILE=PERIOD).
+Needs python3-gdal and python3-numpy.
 """
+import argparse
 import csv
-import sys
 
 import numpy as np
 from osgeo import gdal
@@ -50,7 +55,25 @@ def unit_means(error, population, labels, keep):
     return {k: summed[k] / total[k] for k in range(1, len(total)) if total[k] > 0}
 
 
-def main(data, map_arguments):
+def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect):
+    """How far the truth falls from the latent mean in latent sds, by the size of the unit's effect."""
+    means, sds = maps_by_period(latent_mean.split(",")), maps_by_period(latent_sd.split(","))
+    keep = keep & (labels > 0)
+    for p in means:
+        keep &= np.isfinite(means[p]) & np.isfinite(sds[p]) & (sds[p] > 0)
+    z = np.array([(np.log(finite(f"{data}/truth_intensity_{p}.tif")[keep]) - means[p][keep]) / sds[p][keep]
+                  for p in sorted(means)])
+    size = np.abs(np.array([effect[ids[k]] for k in labels[keep]]))
+    print("| pixels of units with a true effect of size | pixels | RMS z | share beyond 1.96 |")
+    print("|---|---|---|---|")
+    for lo, hi in ((0, np.inf), (0, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, np.inf)):
+        pick = (size >= lo) & (size < hi)
+        band = "any" if hi == np.inf and lo == 0 else f"{lo}-{hi}" if hi < np.inf else f"{lo} or more"
+        print(f"| {band} | {pick.sum()} | {np.sqrt(np.mean(z[:, pick] ** 2)):.2f} | "
+              f"{np.mean(np.abs(z[:, pick]) > 1.96):.3f} |")
+
+
+def main(data, map_arguments, latent=None):
     grid = gdal.Open(f"{data}/population.tif")
     population = finite(f"{data}/population.tif")
     labels, ids = unit_labels(data, grid)
@@ -86,9 +109,14 @@ def main(data, map_arguments):
     within_sd = np.concatenate(within).std()
     print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within; correlation with the "
           f"true unit effect (sd {e.std():.3f}) {np.corrcoef(u, e)[0, 1]:.2f}, slope {np.polyfit(e, u, 1)[0]:.2f}")
+    if latent:
+        interval_check(data, latent[0], latent[1], keep, labels, ids, effect)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("data")
+    ap.add_argument("maps", nargs="+")
+    ap.add_argument("--latent", nargs=2, metavar=("LATENT_MEAN", "LATENT_SD"))
+    a = ap.parse_args()
+    main(a.data, a.maps, a.latent)
