@@ -19,7 +19,9 @@ latent_mean.tif and latent_sd.tif, a band per period) it scores the intervals ag
 noise: z = (log truth - latent mean) / latent sd over every pixel and period, its RMS and the share
 beyond 1.96 (1 and 0.05 where calibrated), overall and for the pixels of units whose true effect's
 size is in each of four bands (for fits of one month, each a comma-separated list of FILE=PERIOD).
-Needs python3-gdal and python3-numpy.
+Beside them, the RMS z that an exact posterior would show in a Gaussian model of the split, where a
+unit's shift is field plus effect and the field's share k is the slope above: given the effect u,
+E[z^2] = (1 - k) + k u^2 / var(u), which is 1 averaged over units but grows with |u|. Needs python3-gdal and python3-numpy.
 """
 import argparse
 import csv
@@ -55,7 +57,7 @@ def unit_means(error, population, labels, keep):
     return {k: summed[k] / total[k] for k in range(1, len(total)) if total[k] > 0}
 
 
-def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect):
+def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect, share):
     """How far the truth falls from the latent mean in latent sds, by the size of the unit's effect."""
     means, sds = maps_by_period(latent_mean.split(",")), maps_by_period(latent_sd.split(","))
     keep = keep & (labels > 0)
@@ -63,14 +65,17 @@ def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect):
         keep &= np.isfinite(means[p]) & np.isfinite(sds[p]) & (sds[p] > 0)
     z = np.array([(np.log(finite(f"{data}/truth_intensity_{p}.tif")[keep]) - means[p][keep]) / sds[p][keep]
                   for p in sorted(means)])
-    size = np.abs(np.array([effect[ids[k]] for k in labels[keep]]))
-    print("| pixels of units with a true effect of size | pixels | RMS z | share beyond 1.96 |")
-    print("|---|---|---|---|")
+    u = np.array([effect[ids[k]] for k in labels[keep]])
+    size = np.abs(u)
+    variance = np.var([effect[ids[k]] for k in np.unique(labels[keep])])
+    print("| pixels of units with a true effect of size | pixels | RMS z | share beyond 1.96 | an exact posterior's RMS z |")
+    print("|---|---|---|---|---|")
     for lo, hi in ((0, np.inf), (0, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, np.inf)):
         pick = (size >= lo) & (size < hi)
         band = "any" if hi == np.inf and lo == 0 else f"{lo}-{hi}" if hi < np.inf else f"{lo} or more"
+        exact = np.sqrt(1 - share + share * np.mean(u[pick] ** 2) / variance)
         print(f"| {band} | {pick.sum()} | {np.sqrt(np.mean(z[:, pick] ** 2)):.2f} | "
-              f"{np.mean(np.abs(z[:, pick]) > 1.96):.3f} |")
+              f"{np.mean(np.abs(z[:, pick]) > 1.96):.3f} | {exact:.2f} |")
 
 
 def main(data, map_arguments, latent=None):
@@ -107,10 +112,11 @@ def main(data, map_arguments, latent=None):
     e = np.array([effect[ids[k]] for k in sorted(by_unit)])
     within = np.array([static_map[keep][labels[keep] == k] - by_unit[k] for k in sorted(by_unit)], dtype=object)
     within_sd = np.concatenate(within).std()
+    slope = np.polyfit(e, u, 1)[0]
     print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within; correlation with the "
-          f"true unit effect (sd {e.std():.3f}) {np.corrcoef(u, e)[0, 1]:.2f}, slope {np.polyfit(e, u, 1)[0]:.2f}")
+          f"true unit effect (sd {e.std():.3f}) {np.corrcoef(u, e)[0, 1]:.2f}, slope {slope:.2f}")
     if latent:
-        interval_check(data, latent[0], latent[1], keep, labels, ids, effect)
+        interval_check(data, latent[0], latent[1], keep, labels, ids, effect, slope)
 
 
 if __name__ == "__main__":
