@@ -6,22 +6,27 @@ month's relative MSE, on a seasonal country of vbagg-simulate --months:
 
 DATA is the simulator's folder (units.gpkg, population.tif, truth_intensity_{period}.tif,
 truth_units.csv with each unit's effect); each MEAN an intensity_mean.tif of vbagg-predict with a
-band per period, each band named by its period, or FILE=PERIOD for a map of one period (a fit of
-one month; several such arguments are read as one fit's months). Over the pixels with people and
-a truth in every period it prints the share of the log error log(mean / truth) that does not change from month to month,
-then per period: the relative MSE (the MSE over the mean squared truth, as space_time.sh scores a
-month), the same with each pixel's log error replaced by its mean over the periods, the mean and sd
-of the log error, and the number of pixels that carry the relative MSE's weight (the truth squared:
-(sum t^2)^2 / sum t^4). Last, the log error averaged over each unit's pixels (weighted by people)
-against the unit's true effect: their correlation and the slope, the share of the unit noise that
-the map took into its field, and the sd of the rest within units. With --latent (vbagg-predict's
-latent_mean.tif and latent_sd.tif, a band per period) it scores the intervals against the unit
-noise: z = (log truth - latent mean) / latent sd over every pixel and period, its RMS and the share
-beyond 1.96 (1 and 0.05 where calibrated), overall and for the pixels of units whose true effect's
-size is in each of four bands (for fits of one month, each a comma-separated list of FILE=PERIOD).
-Beside them, the RMS z that an exact posterior would show in a Gaussian model of the split, where a
-unit's shift is field plus effect and the field's share k is the slope above: given the effect u,
-E[z^2] = (1 - k) + k u^2 / var(u), which is 1 averaged over units but grows with |u|. Needs python3-gdal and python3-numpy.
+band per period, each band named by its period, or FILE=PERIOD for a map of one period (a fit of one
+month; several such arguments are read as one fit's months). Over the pixels with people and a truth
+in every period it prints the share of the log error log(mean / truth) that does not change from
+month to month, then per period: the relative MSE (the MSE over the mean squared truth, as
+space_time.sh scores a month), the same with each pixel's log error replaced by its mean over the
+periods, the mean and sd of the log error, and the number of pixels that carry the relative MSE's
+weight (the truth squared: (sum t^2)^2 / sum t^4). Last, the log error averaged over each unit's
+pixels (weighted by people) against the unit's true effect: their correlation and the slope, the
+share of the unit noise that the map took into its field, and the sd of the rest within units.
+
+With --latent (vbagg-predict's latent_mean.tif and latent_sd.tif, a band per period; for fits of one
+month, each a comma-separated list of FILE=PERIOD) it scores the intervals against the unit noise:
+z = (log truth - latent mean) / latent sd over every pixel and period, its RMS and the share beyond
+1.96 (1 and 0.05 where calibrated), overall and for the pixels of units whose true effect's size is
+in each of four bands. Beside them is the RMS z that an exact posterior would show in a Gaussian
+model of the split, where a unit's shift is field plus effect and the field's share k is the slope
+above: given the effect u, E[z^2] = (1 - k) + k u^2 / var(u), which is 1 averaged over units but
+grows with |u|. Last, z split into the error of each unit's level (its mean error over its mean sd,
+weighted by people) and the deviations inside units, each over its pixel's sd.
+
+Needs python3-gdal and python3-numpy.
 """
 import argparse
 import csv
@@ -57,25 +62,43 @@ def unit_means(error, population, labels, keep):
     return {k: summed[k] / total[k] for k in range(1, len(total)) if total[k] > 0}
 
 
-def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect, share):
-    """How far the truth falls from the latent mean in latent sds, by the size of the unit's effect."""
+def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect, share, population):
+    """How far the truth falls from the latent mean in latent sds, by the size of the unit's effect,
+    and split into the error of the unit's level and the deviations inside the unit."""
     means, sds = maps_by_period(latent_mean.split(",")), maps_by_period(latent_sd.split(","))
     keep = keep & (labels > 0)
     for p in means:
         keep &= np.isfinite(means[p]) & np.isfinite(sds[p]) & (sds[p] > 0)
-    z = np.array([(np.log(finite(f"{data}/truth_intensity_{p}.tif")[keep]) - means[p][keep]) / sds[p][keep]
-                  for p in sorted(means)])
+    error = np.array([np.log(finite(f"{data}/truth_intensity_{p}.tif")[keep]) - means[p][keep] for p in sorted(means)])
+    sd = np.array([sds[p][keep] for p in sorted(means)])
+    z = error / sd
     u = np.array([effect[ids[k]] for k in labels[keep]])
     size = np.abs(u)
     variance = np.var([effect[ids[k]] for k in np.unique(labels[keep])])
-    print("| pixels of units with a true effect of size | pixels | RMS z | share beyond 1.96 | an exact posterior's RMS z |")
+    print("| pixels of units with a true effect of size | pixels | RMS z | share beyond 1.96 | "
+          "an exact posterior's RMS z |")
     print("|---|---|---|---|---|")
     for lo, hi in ((0, np.inf), (0, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, np.inf)):
         pick = (size >= lo) & (size < hi)
         band = "any" if hi == np.inf and lo == 0 else f"{lo}-{hi}" if hi < np.inf else f"{lo} or more"
-        exact = np.sqrt(1 - share + share * np.mean(u[pick] ** 2) / variance)
+        if not pick.any():
+            continue
+        # Without unit noise there is no split: an exact posterior's z has RMS 1 everywhere.
+        exact = np.sqrt(1 - share + share * np.mean(u[pick] ** 2) / variance) if variance > 0 else 1.0
         print(f"| {band} | {pick.sum()} | {np.sqrt(np.mean(z[:, pick] ** 2)):.2f} | "
               f"{np.mean(np.abs(z[:, pick]) > 1.96):.3f} | {exact:.2f} |")
+    # A unit's level: its people-weighted mean error over its mean sd; inside it: each pixel's
+    # deviation from that mean over its own sd.
+    k, w = labels[keep], population[keep]
+    level, inside = [], []
+    for e, s in zip(error, sd):
+        mean_error = np.bincount(k, weights=w * e) / np.maximum(np.bincount(k, weights=w), 1e-300)
+        mean_sd = np.bincount(k, weights=w * s) / np.maximum(np.bincount(k, weights=w), 1e-300)
+        units = np.unique(k)
+        level.append(mean_error[units] / mean_sd[units])
+        inside.append((e - mean_error[k]) / s)
+    print(f"RMS z of the units' levels {np.sqrt(np.mean(np.square(level))):.2f}; RMS of the deviations inside units, "
+          f"in pixel sds, {np.sqrt(np.mean(np.square(inside))):.2f}")
 
 
 def main(data, map_arguments, latent=None):
@@ -112,11 +135,14 @@ def main(data, map_arguments, latent=None):
     e = np.array([effect[ids[k]] for k in sorted(by_unit)])
     within = np.array([static_map[keep][labels[keep] == k] - by_unit[k] for k in sorted(by_unit)], dtype=object)
     within_sd = np.concatenate(within).std()
-    slope = np.polyfit(e, u, 1)[0]
-    print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within; correlation with the "
-          f"true unit effect (sd {e.std():.3f}) {np.corrcoef(u, e)[0, 1]:.2f}, slope {slope:.2f}")
+    print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within", end="")
+    slope = np.polyfit(e, u, 1)[0] if e.std() > 0 else 0.0
+    if e.std() > 0:
+        print(f"; correlation with the true unit effect (sd {e.std():.3f}) {np.corrcoef(u, e)[0, 1]:.2f}, "
+              f"slope {slope:.2f}", end="")
+    print()
     if latent:
-        interval_check(data, latent[0], latent[1], keep, labels, ids, effect, slope)
+        interval_check(data, latent[0], latent[1], keep, labels, ids, effect, slope, population)
 
 
 if __name__ == "__main__":
