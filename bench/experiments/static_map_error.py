@@ -133,8 +133,9 @@ def main(data, map_arguments, latent=None):
     by_unit = unit_means(static_map, population, labels, keep)
     u = np.array([by_unit[k] for k in sorted(by_unit)])
     e = np.array([effect[ids[k]] for k in sorted(by_unit)])
-    within = np.array([static_map[keep][labels[keep] == k] - by_unit[k] for k in sorted(by_unit)], dtype=object)
-    within_sd = np.concatenate(within).std()
+    in_unit = labels[keep] > 0
+    unit_level = np.array([by_unit.get(k, 0.0) for k in labels[keep]])
+    within_sd = (static - unit_level)[in_unit].std()
     print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within", end="")
     slope = np.polyfit(e, u, 1)[0] if e.std() > 0 else 0.0
     if e.std() > 0:
