@@ -54,22 +54,22 @@ def maps_by_period(arguments):
     return maps
 
 
-def unit_means(error, population, labels, keep):
-    """Each unit's people-weighted mean log error, by the unit's label."""
-    w = np.where(keep, population, 0.0)
-    total = np.bincount(labels.ravel(), weights=w.ravel())
-    summed = np.bincount(labels.ravel(), weights=(w * np.where(keep, error, 0.0)).ravel())
-    return {k: summed[k] / total[k] for k in range(1, len(total)) if total[k] > 0}
+def unit_means(values, people, labels):
+    """The people-weighted mean of values over each unit's pixels, indexed by the unit's label (NaN
+    for a label without people); values, people and labels are the same pixels, flat."""
+    total = np.bincount(labels, weights=people)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(labels, weights=people * values) / total
 
 
-def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect, share, population):
+def interval_check(truth, latent_mean, latent_sd, keep, labels, ids, effect, share, population):
     """How far the truth falls from the latent mean in latent sds, by the size of the unit's effect,
     and split into the error of the unit's level and the deviations inside the unit."""
     means, sds = maps_by_period(latent_mean.split(",")), maps_by_period(latent_sd.split(","))
     keep = keep & (labels > 0)
     for p in means:
         keep &= np.isfinite(means[p]) & np.isfinite(sds[p]) & (sds[p] > 0)
-    error = np.array([np.log(finite(f"{data}/truth_intensity_{p}.tif")[keep]) - means[p][keep] for p in sorted(means)])
+    error = np.array([np.log(truth[p][keep]) - means[p][keep] for p in sorted(means)])
     sd = np.array([sds[p][keep] for p in sorted(means)])
     z = error / sd
     u = np.array([effect[ids[k]] for k in labels[keep]])
@@ -90,12 +90,11 @@ def interval_check(data, latent_mean, latent_sd, keep, labels, ids, effect, shar
     # A unit's level: its people-weighted mean error over its mean sd; inside it: each pixel's
     # deviation from that mean over its own sd.
     k, w = labels[keep], population[keep]
+    units = np.unique(k)
     level, inside = [], []
     for e, s in zip(error, sd):
-        mean_error = np.bincount(k, weights=w * e) / np.maximum(np.bincount(k, weights=w), 1e-300)
-        mean_sd = np.bincount(k, weights=w * s) / np.maximum(np.bincount(k, weights=w), 1e-300)
-        units = np.unique(k)
-        level.append(mean_error[units] / mean_sd[units])
+        mean_error = unit_means(e, w, k)
+        level.append(mean_error[units] / unit_means(s, w, k)[units])
         inside.append((e - mean_error[k]) / s)
     print(f"RMS z of the units' levels {np.sqrt(np.mean(np.square(level))):.2f}; RMS of the deviations inside units, "
           f"in pixel sds, {np.sqrt(np.mean(np.square(inside))):.2f}")
@@ -128,14 +127,13 @@ def main(data, map_arguments, latent=None):
         rel_static = np.sum(w * np.expm1(static) ** 2) / w.sum()
         print(f"| {p} | {rel:.4f} | {rel_static:.4f} | {stacked[i].mean():+.3f} / {stacked[i].std():.3f} | "
               f"{w.sum() ** 2 / np.sum(w * w):.0f} |")
-    static_map = np.zeros(keep.shape)
-    static_map[keep] = static
-    by_unit = unit_means(static_map, population, labels, keep)
-    u = np.array([by_unit[k] for k in sorted(by_unit)])
-    e = np.array([effect[ids[k]] for k in sorted(by_unit)])
     in_unit = labels[keep] > 0
-    unit_level = np.array([by_unit.get(k, 0.0) for k in labels[keep]])
-    within_sd = (static - unit_level)[in_unit].std()
+    k = labels[keep][in_unit]
+    by_unit = unit_means(static[in_unit], population[keep][in_unit], k)
+    units = np.unique(k)
+    u = by_unit[units]
+    e = np.array([effect[ids[unit]] for unit in units])
+    within_sd = (static[in_unit] - by_unit[k]).std()
     print(f"static error per unit: sd {u.std():.3f} between units, {within_sd:.3f} within", end="")
     slope = np.polyfit(e, u, 1)[0] if e.std() > 0 else 0.0
     if e.std() > 0:
@@ -143,7 +141,7 @@ def main(data, map_arguments, latent=None):
               f"slope {slope:.2f}", end="")
     print()
     if latent:
-        interval_check(data, latent[0], latent[1], keep, labels, ids, effect, slope, population)
+        interval_check(truth, latent[0], latent[1], keep, labels, ids, effect, slope, population)
 
 
 if __name__ == "__main__":
