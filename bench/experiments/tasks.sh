@@ -2,12 +2,15 @@
 # Two tasks on shared latent fields (docs/sources.md) against each task fitted alone, on synthetic
 # countries whose incidence and prevalence come from one field (vbagg-simulate's tasks.yaml):
 #   incidence  the units' case counts alone (data.yaml)
+#   provinces  the provinces' case counts alone
+#   counts     the units' and the provinces' counts in one fit (two sources of one task, counts.yaml)
 #   incidence_unobserved  with --districts west: the same counts, every district in the units with
 #              the east's counts empty and data.on_missing_response: predict, so that inducing
 #              points cover the east
 #   prevalence the survey clusters alone (points, 20-40 tested each)
 #   joint      units and provinces (incidence) with the clusters (prevalence), model.latents 1
-#              (with --districts west: the west districts with the clusters, no provinces)
+#              (with --districts west: the west districts with the clusters, no provinces; with
+#              --districts west+provinces: the west districts, the provinces and the clusters)
 #   joint_q2   the same with model.latents 2
 #   joint_vfe  joint with model.fixed_effects variational (each task's intercept and coefficients in q)
 # Pixel metrics of each task over every unit's pixels, with the calibration error a calibrated
@@ -16,7 +19,8 @@
 # held-out units and clusters pooled (--folds 0 skips it).
 #   bench/experiments/tasks.sh [--seeds "1 2 3"] [--units 120] [--noise 0.3] [--folds 5]
 #                              [--fits "incidence prevalence_clusters joint joint_q2 joint_vfe"] [--set KEY=VALUE ...]
-#                              [--cv-blocks units|clusters] [--districts all|west]
+#                              [--cv-blocks units|clusters] [--districts all|west|west+provinces]
+#                              [--keep DIR]
 # --fits picks the fits (the cross-validation takes every one but joint_q2); --set goes to every fit.
 # --cv-blocks: the source whose units place the joint fits' blocks (vbagg-eval --cv-blocks; default
 # units, the first). Each fit alone places its blocks by its own units, so a joint fit's held-out
@@ -26,15 +30,19 @@
 # half the country, the survey still covering all of it). The incidence fits see those districts
 # alone, and the joint fits leave out the provinces, which would cover the east; both tasks' pixel
 # metrics stay over every district's pixels, and a further table scores the east districts' counts,
-# which no fit saw, as new units.
+# which no fit saw, as new units (the units and counts fits see the west districts in place of every
+# district).
+# --districts west+provinces: the same west districts, and the provinces' counts over the whole
+# country, as when districts report for some years and only provinces for others: the east is seen
+# through its provinces' totals alone, and the joint fit adds the clusters there.
+# --keep writes each seed's data, models and evaluations to DIR/SEED instead of a folder removed at
+# the end.
 # Needs a Release build in build/ (scripts/test.sh or scripts/demo.sh makes one) and python3.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${VBAGG_BIN:-$PWD/build/apps}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 seeds="1 2 3" units=120 noise=0.3 folds=5 fits="incidence prevalence_clusters joint joint_q2 joint_vfe" sets=()
-cv_blocks=units districts=all
+cv_blocks=units districts=all keep=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seeds) seeds=$2; shift 2 ;;
@@ -45,9 +53,12 @@ while [ $# -gt 0 ]; do
     --set) sets+=(--set "$2"); shift 2 ;;
     --cv-blocks) cv_blocks=$2; shift 2 ;;
     --districts) districts=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
+. bench/experiments/work_folder.sh
+work_folder "$keep"
 
 # Fields of vbagg-eval's JSON: json FILE SOURCE EXPRESSION, where SOURCE picks the first source's
 # metrics (0) or the further source of that name, and EXPRESSION is Python over its dict m.
@@ -69,8 +80,8 @@ pixel_row() {  # FILE: corr, MSE, calibration error, a calibrated model's, 95 % 
 case $districts in
   all) ;;
   # ogr2ogr (gdal-bin) splits the districts, which a build machine may lack; the installer's notes go to stderr.
-  west) scripts/deps.sh gdal-bin >&2; . bench/experiments/west_east.sh ;;
-  *) echo "--districts is all or west, not '$districts'" >&2; exit 2 ;;
+  west | west+provinces) scripts/deps.sh gdal-bin >&2; . bench/experiments/west_east.sh ;;
+  *) echo "--districts is all, west or west+provinces, not '$districts'" >&2; exit 2 ;;
 esac
 # The east districts' counts as new units (--districts west): coverage 50 / 95 %, bag NLL, log-MSE.
 east_rows=""
@@ -91,15 +102,18 @@ for seed in $seeds; do
     echo "  units: {path: clusters.gpkg, id_field: ID, response_field: positive, trials_field: tested, point_buffer: 0}"
     echo "model: {likelihood: binomial}"
   } >>"$d/data/prevalence_clusters.yaml"
+  sed 's#units.gpkg#provinces.gpkg#' "$d/data/data.yaml" >"$d/data/provinces.yaml"
   scope=()  # the units whose pixels the incidence and joint fits are scored on: their own, or every district's
-  if [ "$districts" = west ]; then
+  if [ "$districts" != all ]; then
     scope=(--config "$d/data/data.yaml")
     west_east "$d/data"  # the west districts report
     for side in west east; do sed "s#units.gpkg#$side.gpkg#" "$d/data/data.yaml" >"$d/data/$side.yaml"; done
     cp "$d/data/west.yaml" "$d/data/incidence.yaml"
     sed -e "s#units.gpkg#west_reports.gpkg#" -e 's#^data:$#data:\n  on_missing_response: predict#' \
       "$d/data/data.yaml" >"$d/data/incidence_unobserved.yaml"
-    sed -e '/name: provinces/d' -e 's#path: units.gpkg#path: west.gpkg#' "$d/data/tasks.yaml" >"$d/data/joint_base.yaml"
+    sed -i 's#path: units.gpkg#path: west.gpkg#' "$d/data/counts.yaml"
+    keep_provinces=$([ "$districts" = west+provinces ] && echo "" || echo '/name: provinces/d')
+    sed -e "$keep_provinces" -e 's#path: units.gpkg#path: west.gpkg#' "$d/data/tasks.yaml" >"$d/data/joint_base.yaml"
   else
     cp "$d/data/tasks.yaml" "$d/data/joint_base.yaml"
   fi
@@ -112,8 +126,11 @@ for seed in $seeds; do
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
     inc="— | — | — | — | —" prev="— | — | — | — | —"
     case $fit in
-      incidence | incidence_unobserved)
-        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" "${scope[@]}" --split all \
+      incidence | incidence_unobserved | provinces | counts)
+        # the provinces alone are scored on the districts' pixels, as every other incidence fit
+        own=("${scope[@]}")
+        [ "$fit" = provinces ] && own=(--config "$d/data/data.yaml")
+        "$bin/vbagg-eval" --model "$d/$fit/model.yaml" "${own[@]}" --split all \
           --truth "$d/data/truth_intensity.tif" --json "$d/$fit.inc.json" -q >/dev/null
         inc=$(pixel_row "$d/$fit.inc.json") ;;
       prevalence_clusters)
@@ -129,7 +146,7 @@ for seed in $seeds; do
         prev=$(pixel_row "$d/$fit.prev.json") ;;
     esac
     echo "| $seed | $fit | $secs | $inc | $prev |"
-    if [ "$districts" = west ] && [ "$fit" != prevalence_clusters ]; then
+    if [ "$districts" != all ] && [ "$fit" != prevalence_clusters ]; then
       "$bin/vbagg-eval" --model "$d/$fit/model.yaml" --config "$d/data/east.yaml" --split all \
         --json "$d/$fit.east.json" -q >/dev/null
       east_rows+="| $seed | $fit | $(east_row "$d/$fit.east.json") |"$'\n'
@@ -166,7 +183,7 @@ for seed in $seeds; do
     secs=$(awk -v a="$start" -v b="$(date +%s.%N)" -v k="$folds" 'BEGIN { printf "%.1f", (b - a) / k }')
     j="$d/$fit.cv.json"
     case $fit in
-      incidence | incidence_unobserved) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
+      incidence | incidence_unobserved | provinces | counts) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | — | —" ;;
       prevalence_clusters) row="— | — | — | $(json "$j" 0 "$cv_units")" ;;
       joint*) row="$(json "$j" 0 "$cv_units") | $(json "$j" 0 "$cv_pixel") | $(json "$j" clusters "$cv_units")" ;;
     esac
