@@ -277,6 +277,48 @@ TEST(PointSpread, LeavesAUnitEffectAtItsFloor) {
   EXPECT_EQ(s.directions(), static_cast<Index>(s.names.size()) - 1);
 }
 
+// From a q far from its optimum under the delta method and a unit effect, a natural-gradient step
+// of 1 loses: it is cut, and the steps go on until they settle, so the spread is the one read from q
+// at its optimum. Stopped after two steps, as every reading once was, it is not.
+TEST(PointSpread, DoesNotDependOnHowFarQStartsFromItsOptimum) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  const Dataset data = test::random_dataset(8, 2, 10, 2, spec.likelihood, 21);
+  Model far = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 22);
+  Model near = far;
+  ObjectiveOptions q_alone;
+  q_alone.q_moments_gradient = true;
+  q_alone.q_moments_only = true;
+  for (int it = 0; it < 500; ++it) {
+    Vector g;
+    const ObjectiveValue v = elbo(near, data, &g, q_alone);
+    const Model before = near;
+    double step = 1;
+    while (step > 1e-4) {
+      if (natural_gradient_step(near, v.grad_q_mean, v.grad_q_cov, step) &&
+          elbo(near, data, &g, q_alone).elbo >= v.elbo)
+        break;
+      near = before;
+      step *= 0.5;
+    }
+    if (step <= 1e-4 || elbo(near, data, &g, q_alone).elbo - v.elbo < 1e-13) break;
+  }
+  const PointSpread at_optimum = laplace_spread(near, data, all_bags(data), {});
+  const PointSpread settled = laplace_spread(far, data, all_bags(data), {});
+  SpreadOptions two;  // two steps, as every reading once took
+  two.settled = 1e30;
+  two.contraction = 1e30;
+  const PointSpread stopped = laplace_spread(far, data, all_bags(data), two);
+  ASSERT_EQ(settled.sd.size(), at_optimum.sd.size());
+  double off_settled = 0, off_stopped = 0;
+  for (Index k = 0; k < at_optimum.sd.size(); ++k) {
+    off_settled = std::max(off_settled, std::abs(settled.sd[k] - at_optimum.sd[k]) / at_optimum.sd[k]);
+    off_stopped = std::max(off_stopped, std::abs(stopped.sd[k] - at_optimum.sd[k]) / at_optimum.sd[k]);
+  }
+  EXPECT_LT(off_settled, 0.01);
+  EXPECT_GT(off_stopped, 0.1);
+}
+
 TEST(PointSpread, NeedsADeterministicVariationalModel) {
   ModelSpec sampled = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::sample);
   EXPECT_FALSE(spread_defined(sampled));
