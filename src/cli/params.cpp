@@ -298,7 +298,9 @@ std::vector<Param> make_params() {
        "laplace: after the fit, a Laplace approximation of max_q ELBO over them (its Hessian by differences of "
        "the gradient, q following each change by natural-gradient steps: about 4 objective evaluations per "
        "parameter), and the derivative of the latent mean along each of its directions widens every pixel's and "
-       "unit's interval and enters joint draws (docs/experiments.md). none: the point estimates as known. Needs "
+       "unit's interval and enters joint draws (docs/experiments.md). Where q's steps do not settle next to the "
+       "fit (small fits with a unit effect can take more than 50), train warns and leaves it out. none: the "
+       "point estimates as known. Needs "
        "a deterministic expectation (bound or delta). auto: laplace for model.kind vbagg where it is defined, up "
        "to 200,000 training pixels (where it costs about a fifth of the fit; larger fits have more units to "
        "bound their parameters, and each reading is a pass over all their pixels)."},
