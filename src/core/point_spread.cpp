@@ -62,44 +62,53 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   };
   // A change of the ELBO within its rounding: neither a loss nor a gain.
   auto rounding = [](double elbo) { return 1e-12 * (1 + std::abs(elbo)); };
-  // First q is settled at the fit's own theta. A fit stops within its tolerance of q's optimum,
-  // not at it, and readings that started from there would differ by how their steps carried on.
-  // Each step starts at size 1 (Newton's step for a conjugate term) and is halved until the ELBO
-  // does not fall: with the delta method or a unit effect a step of 1 can lose (on 16 provinces'
-  // counts, 0.06 nats from a fit 1e-4 nats from q's optimum; the next step moved q's mean by 5,
-  // and readings that took two such steps each moved the latent mean of a held-out province by
-  // thousands per sd, past what exp can hold).
-  Vector settled_mean;
-  Matrix settled_chol;
-  double size = 1.0;  // the last step's size at the fit: the displaced readings' steps
-  auto settle_at_fit = [&]() {
-    model.unpack(start);
-    model.jitter = start_jitter;
+  // q's objective where it stands, refused when not finite.
+  auto q_objective = [&]() {
     Vector grad;
     ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, q_alone);
     if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
+    return v;
+  };
+  // One natural-gradient step on q from v, read at q: of size 1 (Newton's step for a conjugate
+  // term), halved until the ELBO does not fall; `next` is read where it lands. With the delta method
+  // or a unit effect a step of 1 can lose: on 16 provinces' counts, 0.06 nats from a fit 1e-4 nats
+  // from q's optimum, and the next step moved q's mean by 5; readings that took two such steps
+  // moved a held-out province's latent mean by thousands per sd, past what exp can hold. Returns
+  // how far q moved, or -1 when no step climbs (q is at its optimum to the ELBO's rounding).
+  auto climb = [&](const ObjectiveValue& v, ObjectiveValue& next) {
+    const Vector mean = model.q_mean;
+    const Matrix chol = model.q_chol;
+    for (double size = 1.0; size >= o.smallest_step; size *= 0.5) {
+      if (natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, size)) {
+        Vector grad;
+        next = elbo(model, data, bags, 1.0, &grad, q_alone);
+        if (std::isfinite(next.elbo) && next.elbo >= v.elbo - rounding(v.elbo)) return moved(mean, chol);
+      }
+      model.q_mean = mean;
+      model.q_chol = chol;
+    }
+    return -1.0;
+  };
+  auto unsettled = [&](int steps) {
+    return NumericalError("q does not settle next to the fit: " + std::to_string(steps) +
+                          " natural-gradient steps still move it");
+  };
+  // First q is settled at the fit's own theta. A fit stops within its tolerance of q's optimum,
+  // not at it, and readings that started from there would differ by how their steps carried on.
+  Vector settled_mean;
+  Matrix settled_chol;
+  auto settle_at_fit = [&]() {
+    model.unpack(start);
+    model.jitter = start_jitter;
+    ObjectiveValue v = q_objective();
     for (int k = 0;; ++k) {
-      if (k == o.max_q_steps)
-        throw NumericalError("q does not settle next to the fit: " + std::to_string(k) +
-                             " natural-gradient steps still move it");
-      const Vector mean = model.q_mean;
-      const Matrix chol = model.q_chol;
+      if (k == o.max_q_steps) throw unsettled(k);
       ObjectiveValue next;
-      for (size = 1.0; size >= o.smallest_step; size *= 0.5) {
-        if (natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, size)) {
-          next = elbo(model, data, bags, 1.0, &grad, q_alone);
-          if (std::isfinite(next.elbo) && next.elbo >= v.elbo - rounding(v.elbo)) break;
-        }
-        model.q_mean = mean;
-        model.q_chol = chol;
-      }
-      if (size < o.smallest_step) {  // no step climbs: q is at its optimum to the ELBO's rounding
-        size = 1.0;
-        break;
-      }
+      const double step = climb(v, next);
+      if (step < 0) break;
       const double gain = next.elbo - v.elbo;
       v = std::move(next);
-      if (moved(mean, chol) <= o.settled || gain <= rounding(v.elbo)) break;
+      if (step <= o.settled || gain <= rounding(v.elbo)) break;
     }
     settled_mean = model.q_mean;
     settled_chol = model.q_chol;
@@ -112,28 +121,24 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     g = grad.segment(pe.begin, pe.count);
     qm = model.q_mean;
   };
-  // A displaced reading: from the settled q, steps of the fit's last size until one moves q by at
-  // most o.contraction of the first (at least q_steps of them): q is then within about that share of
-  // its move to the displaced optimum, whether the steps contract fast (two steps, as the readings
-  // always took) or slowly (with a unit effect a step of 1 contracted by 0.55 a step, where two
-  // steps left the sds 7 % off).
+  // A displaced reading: from the settled q, steps until one moves q by at most o.contraction of
+  // the first (at least q_steps of them): q is then within about that share of its move to the
+  // displaced optimum, whether the steps contract fast (two steps, as the readings always took) or
+  // slowly (with a unit effect a step of 1 contracted by 0.55 a step, where two steps left the sds
+  // 7 % off; 240 survey clusters needed steps of 1/16 from their fit).
   auto reading = [&](const Vector& theta, Vector& g, Vector& qm) {
     model.unpack(theta);
     model.jitter = start_jitter;
     model.q_mean = settled_mean;
     model.q_chol = settled_chol;
-    Vector grad;
+    ObjectiveValue v = q_objective();
     double first = 0;
     for (int k = 0;; ++k) {
-      if (k == o.max_q_steps)
-        throw NumericalError("q does not settle next to the fit: " + std::to_string(k) +
-                             " natural-gradient steps still move it");
-      const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, q_alone);
-      if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
-      const Vector mean = model.q_mean;
-      const Matrix chol = model.q_chol;
-      natural_gradient_step_halving(model, v.grad_q_mean, v.grad_q_cov, size);
-      const double step = moved(mean, chol);
+      if (k == o.max_q_steps) throw unsettled(k);
+      ObjectiveValue next;
+      const double step = climb(v, next);
+      if (step < 0) break;
+      v = std::move(next);
       if (k == 0) first = step;
       if (k + 1 >= o.q_steps && (step <= o.contraction * first || step <= o.settled)) break;
     }
