@@ -27,18 +27,17 @@ struct SpreadOptions {
   ObjectiveOptions objective;  // threads and processes
   // Natural-gradient steps that bring q to its optimum for a displaced theta before the gradient is
   // read. Their error shrinks geometrically and enters the Hessian undivided by the displacement.
-  // q is first settled at the fit (until a step moves it by at most `settled`, or changes the ELBO
-  // within its rounding); each displaced reading starts from there and takes at least q_steps
-  // steps, until one moves q by at most `contraction` of the first or by at most `settled`. That
-  // is 1 % of the displacement: q's response to theta is read to about 0.01 where it is of order
-  // one, and a move below it is what steps at q's optimum keep making along directions the ELBO
-  // barely bounds (1e-6 a step for 240 survey clusters, gaining 1e-8 nats). On a 200-unit country
-  // (negative binomial, unit effect) the sds after 1, 2 and 3 steps of size 1 were within 2e-3,
-  // 3e-4 and 2e-6 of those after 6: there two steps do. Past max_q_steps the spread is refused.
+  // q is first settled at the fit (until a step moves it by at most `settled`, or gains nothing
+  // beyond the ELBO's rounding); each displaced reading starts from there and takes at least
+  // q_steps steps, until one moves q by at most `contraction` of the first or by at most
+  // `settled`, 1e-3 of the displacement: q's response to theta is read to about 1e-3 where it is
+  // of order one. On a 200-unit country (negative binomial, unit effect) the sds after 1, 2 and 3
+  // steps of size 1 were within 2e-3, 3e-4 and 2e-6 of those after 6: there two steps do. Past
+  // max_q_steps the spread is refused.
   int q_steps = 2;
   int max_q_steps = 50;
   double smallest_step = 1.0 / 64;
-  double settled = 1e-5;
+  double settled = 1e-6;
   double contraction = 0.02;
   // The displacement of each parameter in the forward differences: their error is of its order,
   // relative, and rounding's is the gradient's noise over it. That noise follows K_zz's condition:
