@@ -65,10 +65,9 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   // read as a loss of 1.7e-6 of 13 nats. A gain below `rounding` is none.
   auto noise = [](double elbo) { return 1e-6 * (1 + std::abs(elbo)); };
   auto rounding = [](double elbo) { return 1e-12 * (1 + std::abs(elbo)); };
-  // q's objective where it stands, refused when not finite.
-  auto q_objective = [&]() {
-    Vector grad;
-    ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, q_alone);
+  // The objective where q stands, with `options`, refused when not finite.
+  auto objective = [&](const ObjectiveOptions& options, Vector& grad) {
+    ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, options);
     if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
     return v;
   };
@@ -92,9 +91,22 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     }
     return -1.0;
   };
-  auto unsettled = [&](int steps) {
-    return NumericalError("q does not settle next to the fit: " + std::to_string(steps) +
-                          " natural-gradient steps still move it");
+  // Steps on q from where it stands until none climbs or done(k, move, gain, elbo) says so after
+  // step k; past o.max_q_steps the spread is refused.
+  auto step_until = [&](auto done) {
+    Vector grad;
+    ObjectiveValue v = objective(q_alone, grad);
+    for (int k = 0;; ++k) {
+      if (k == o.max_q_steps)
+        throw NumericalError("q does not settle next to the fit: " + std::to_string(k) +
+                             " natural-gradient steps still move it");
+      ObjectiveValue next;
+      const double step = climb(v, next);
+      if (step < 0) return;
+      const double gain = next.elbo - v.elbo;
+      v = std::move(next);
+      if (done(k, step, gain, v.elbo)) return;
+    }
   };
   // First q is settled at the fit's own theta. A fit stops within its tolerance of q's optimum,
   // not at it, and readings that started from there would differ by how their steps carried on.
@@ -103,24 +115,14 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   auto settle_at_fit = [&]() {
     model.unpack(start);
     model.jitter = start_jitter;
-    ObjectiveValue v = q_objective();
-    for (int k = 0;; ++k) {
-      if (k == o.max_q_steps) throw unsettled(k);
-      ObjectiveValue next;
-      const double step = climb(v, next);
-      if (step < 0) break;
-      const double gain = next.elbo - v.elbo;
-      v = std::move(next);
-      if (step <= o.settled || gain <= rounding(v.elbo)) break;
-    }
+    step_until([&](int, double step, double gain, double elbo) { return step <= o.settled || gain <= rounding(elbo); });
     settled_mean = model.q_mean;
     settled_chol = model.q_chol;
   };
   // The gradient of the entries after q, and q's mean, with q where it stands.
   auto read = [&](Vector& g, Vector& qm) {
     Vector grad;
-    const ObjectiveValue v = elbo(model, data, bags, 1.0, &grad, full);
-    if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
+    objective(full, grad);
     g = grad.segment(pe.begin, pe.count);
     qm = model.q_mean;
   };
@@ -134,17 +136,11 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     model.jitter = start_jitter;
     model.q_mean = settled_mean;
     model.q_chol = settled_chol;
-    ObjectiveValue v = q_objective();
     double first = 0;
-    for (int k = 0;; ++k) {
-      if (k == o.max_q_steps) throw unsettled(k);
-      ObjectiveValue next;
-      const double step = climb(v, next);
-      if (step < 0) break;
-      v = std::move(next);
+    step_until([&](int k, double step, double, double) {
       if (k == 0) first = step;
-      if (k + 1 >= o.q_steps && (step <= o.contraction * first || step <= o.settled)) break;
-    }
+      return k + 1 >= o.q_steps && (step <= o.contraction * first || step <= o.settled);
+    });
     read(g, qm);
   };
   // Forward differences from a reading at the fit itself: one reading per parameter.

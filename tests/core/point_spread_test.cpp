@@ -305,7 +305,7 @@ TEST(PointSpread, DoesNotDependOnHowFarQStartsFromItsOptimum) {
   }
   const PointSpread at_optimum = laplace_spread(near, data, all_bags(data), {});
   const PointSpread settled = laplace_spread(far, data, all_bags(data), {});
-  SpreadOptions two;  // two steps, as every reading once took
+  SpreadOptions two;  // one step at the fit and two a reading: about what every reading once took
   two.settled = 1e30;
   two.contraction = 1e30;
   const PointSpread stopped = laplace_spread(far, data, all_bags(data), two);
