@@ -27,8 +27,8 @@ struct SpreadOptions {
   ObjectiveOptions objective;  // threads and processes
   // Natural-gradient steps that bring q to its optimum for a displaced theta before the gradient is
   // read. Their error shrinks geometrically and enters the Hessian undivided by the displacement.
-  // q is first settled at the fit (until a step moves it by at most `settled`, or gains nothing
-  // beyond the ELBO's rounding); each displaced reading starts from there and takes at least
+  // q is first settled at the fit (until a step moves it by at most `settled`, or none climbs);
+  // each displaced reading starts from there and takes at least
   // q_steps steps, until one moves q by at most `contraction` of the first or by at most
   // `settled`, 1e-3 of the displacement: q's response to theta is read to about 1e-3 where it is
   // of order one. On a 200-unit country (negative binomial, unit effect) the sds after 1, 2 and 3
