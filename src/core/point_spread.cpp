@@ -7,6 +7,7 @@
 #include "feature_store.hpp"
 #include "natgrad.hpp"
 #include "param_layout.hpp"
+#include "q_hessian.hpp"
 
 namespace vbagg {
 
@@ -16,6 +17,11 @@ namespace {
 // (learned inducing inputs are left as they are). The first `field` of them move the latent field.
 struct PointEntries {
   Index begin = 0, count = 0, field = 0;
+};
+
+// Natural-gradient steps on q that do not settle (the spread then reads q's Hessian, or is refused).
+struct QUnsettled : NumericalError {
+  using NumericalError::NumericalError;
 };
 
 PointEntries point_entries(const Model& model) {
@@ -71,40 +77,63 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     if (!std::isfinite(v.elbo)) throw NumericalError("the objective is not finite next to the fit");
     return v;
   };
-  // One natural-gradient step on q from v, read at q: of size 1 (Newton's step for a conjugate
-  // term), halved until the ELBO does not fall; `next` is read where it lands. With the delta method
-  // or a unit effect a step of 1 can lose: on 16 provinces' counts, 0.06 nats from a fit 1e-4 nats
-  // from q's optimum, and the next step moved q's mean by 5; readings that took two such steps
-  // moved a held-out province's latent mean by thousands per sd, past what exp can hold. Returns
-  // how far q moved, or -1 when no step climbs (q is at its optimum to the ELBO's rounding).
-  auto climb = [&](const ObjectiveValue& v, ObjectiveValue& next) {
+  // One natural-gradient step on q from v, read at q: of `pace.size` (1 to start with: Newton's
+  // step for a conjugate term), halved until the ELBO does not fall; `next` is read where it lands.
+  // With the delta method or a unit effect a step of 1 can lose: on 16 provinces' counts, 0.06 nats
+  // from a fit 1e-4 nats from q's optimum, and the next step moved q's mean by 5; readings that took
+  // two such steps moved a held-out province's latent mean by thousands per sd, past what exp can
+  // hold. Steps of 1 can also overshoot by a little more each time, each losing next to nothing (on
+  // a 20-unit country each moved q 1.45 times as far as the one before, losing 1e-11 of the ELBO,
+  // and 50 never settled): a step that moves q farther than the one before it at the same size, or
+  // loses beyond the rounding of a well-conditioned sum, halves the size of the steps after it, and
+  // two steps in a row that do neither double it again, up to 1 (two steps of 1/2 and two of 1
+  // still contract there, and a cut forced far from the optimum does not slow the steps next to
+  // it). Returns how far q moved over the step's size, the distance to q's optimum that a step of
+  // 1 would cover, or -1 when no step climbs (q is at its optimum to the ELBO's rounding).
+  struct Pace {
+    double size = 1.0;
+    int kept = 0;        // steps in a row at this size that neither lost nor moved farther
+    double last = -1.0;  // the distance of the last step at this size (-1: none yet)
+  };
+  auto climb = [&](const ObjectiveValue& v, ObjectiveValue& next, Pace& pace) {
     const Vector mean = model.q_mean;
     const Matrix chol = model.q_chol;
-    for (double size = 1.0; size >= o.smallest_step; size *= 0.5) {
-      if (natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, size)) {
+    for (; pace.size >= o.smallest_step; pace = Pace{0.5 * pace.size}) {
+      if (natural_gradient_step(model, v.grad_q_mean, v.grad_q_cov, pace.size)) {
         Vector grad;
         next = elbo(model, data, bags, 1.0, &grad, q_alone);
-        if (std::isfinite(next.elbo) && next.elbo >= v.elbo - noise(v.elbo)) return moved(mean, chol);
+        if (std::isfinite(next.elbo) && next.elbo >= v.elbo - noise(v.elbo)) {
+          const double distance = moved(mean, chol) / pace.size;
+          const bool lost = next.elbo < v.elbo - 1e-3 * noise(v.elbo);
+          if (lost || (pace.last >= 0 && distance > pace.last))
+            pace = Pace{std::max(0.5 * pace.size, o.smallest_step)};
+          else if (++pace.kept == 2 && pace.size < 1)
+            pace = Pace{2 * pace.size};
+          else
+            pace.last = distance;
+          return distance;
+        }
       }
       model.q_mean = mean;
       model.q_chol = chol;
     }
     return -1.0;
   };
-  // Steps on q from where it stands until none climbs or done(k, move) says so after step k; past
-  // o.max_q_steps the spread is refused.
+  // Steps on q from where it stands until none climbs or done(k, distance) says so after step k;
+  // past o.max_q_steps the spread is refused.
   auto step_until = [&](auto done) {
     Vector grad;
     ObjectiveValue v = objective(q_alone, grad);
+    Pace pace;
     for (int k = 0;; ++k) {
       if (k == o.max_q_steps)
-        throw NumericalError("q does not settle next to the fit: " + std::to_string(k) +
-                             " natural-gradient steps still move it");
+        throw QUnsettled("q does not settle next to the fit: " + std::to_string(k) +
+                         " natural-gradient steps still move it");
       ObjectiveValue next;
-      const double step = climb(v, next);
-      if (step < 0) return;
+      const double distance = climb(v, next, pace);
+      if (distance < 0) return;
       v = std::move(next);
-      if (done(k, step)) return;
+      if (done(k, distance)) return;
     }
   };
   // First q is settled at the fit's own theta. A fit stops within its tolerance of q's optimum,
@@ -114,7 +143,7 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   auto settle_at_fit = [&]() {
     model.unpack(start);
     model.jitter = start_jitter;
-    step_until([&](int, double step) { return step <= o.settled; });
+    step_until([&](int, double distance) { return distance <= o.settled; });
     settled_mean = model.q_mean;
     settled_chol = model.q_chol;
   };
@@ -136,15 +165,15 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     model.q_mean = settled_mean;
     model.q_chol = settled_chol;
     double first = 0;
-    step_until([&](int k, double step) {
-      if (k == 0) first = step;
-      return k + 1 >= o.q_steps && (step <= o.contraction * first || step <= o.settled);
+    step_until([&](int k, double distance) {
+      if (k == 0) first = distance;
+      return k + 1 >= o.q_steps && (distance <= o.contraction * first || distance <= o.settled);
     });
     read(g, qm);
   };
-  // Forward differences from a reading at the fit itself: one reading per parameter.
   Matrix H(n, n), response(model.num_q(), n);
-  try {
+  // Forward differences from a reading at the fit itself: one reading per parameter.
+  auto by_steps = [&]() {
     Vector g0, q0, g, q;
     settle_at_fit();
     read(g0, q0);
@@ -155,6 +184,29 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
       for (Index r = 0; r < n; ++r)
         H(r, c) = (g[free[static_cast<size_t>(r)]] - g0[free[static_cast<size_t>(r)]]) / o.step;
       response.col(c) = (q - q0) / o.step;
+    }
+  };
+  // The same from the ELBO's Hessian in q and theta at q's optimum.
+  auto by_hessian = [&]() {
+    model.unpack(start);
+    model.jitter = start_jitter;
+    std::vector<Index> theta;
+    for (Index j : free) theta.push_back(pe.begin + j);
+    QHessianProfile p = q_hessian_profile(model, data, bags, full, theta, o.step);
+    H = std::move(p.hessian);
+    response = std::move(p.response);
+  };
+  const Index q_entries = param_slice(model, ParamBlockId::mean).offset;  // q's blocks come first
+  try {
+    if (o.hessian) {
+      by_hessian();
+    } else {
+      try {
+        by_steps();
+      } catch (const QUnsettled&) {
+        if (q_entries > o.max_hessian_q) throw;
+        by_hessian();
+      }
     }
   } catch (...) {
     model.unpack(start);

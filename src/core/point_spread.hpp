@@ -36,6 +36,13 @@ struct SpreadOptions {
   // max_q_steps the spread is refused.
   int q_steps = 2;
   int max_q_steps = 50;
+  // Where the steps do not settle within max_q_steps (q weakly pinned: 14-17 provinces, the folds
+  // of a small country's cross-validation), q's response and the profile are read from the ELBO's
+  // Hessian in q and theta instead (q_hessian.hpp), when q has at most max_hessian_q packed entries
+  // (M + M(M+1)/2: M up to 53); it costs two passes over the data per entry. `hessian` takes that
+  // route from the start.
+  Index max_hessian_q = 1500;
+  bool hessian = false;
   double smallest_step = 1.0 / 64;
   double settled = 1e-6;
   double contraction = 0.02;

@@ -143,6 +143,27 @@ void set_model(Conjugate& c, const Vector& t) {
   natural_gradient_step(m, v.grad_q_mean, v.grad_q_cov, 1.0);
 }
 
+// q brought to its optimum for the model's theta the slow, sure way: natural-gradient steps halved
+// until the ELBO does not fall at all, until one gains nothing.
+void optimise_q(Model& m, const Dataset& data, int steps = 500) {
+  ObjectiveOptions q_alone;
+  q_alone.q_moments_gradient = true;
+  q_alone.q_moments_only = true;
+  for (int it = 0; it < steps; ++it) {
+    Vector g;
+    const ObjectiveValue v = elbo(m, data, &g, q_alone);
+    const Model before = m;
+    double step = 1;
+    while (step > 1e-4) {
+      if (natural_gradient_step(m, v.grad_q_mean, v.grad_q_cov, step) && elbo(m, data, &g, q_alone).elbo >= v.elbo)
+        break;
+      m = before;
+      step *= 0.5;
+    }
+    if (step <= 1e-4 || elbo(m, data, &g, q_alone).elbo - v.elbo < 1e-13) break;
+  }
+}
+
 // Where each of theta's entries sits among the spread's names.
 std::vector<Index> theta_entries(const PointSpread& s) {
   std::vector<Index> at;
@@ -165,23 +186,28 @@ TEST(PointSpread, LaplaceOfAConjugateModelIsTheEvidencesHessian) {
   ASSERT_GT(eig.eigenvalues().minCoeff(), 0) << "the test's point must be a maximum of the evidence";
   const Matrix sigma = (-H).inverse();
   const Vector before = c.model.pack();
-  SpreadOptions o;
-  o.q_steps = 2;
-  o.max_sd = 1e3;
-  const PointSpread s = laplace_spread(c.model, c.data, all_bags(c.data), o);
-  EXPECT_TRUE(c.model.pack() == before) << "the model comes back as it went in";
-  ASSERT_EQ(s.sd.size(), 4);
-  const std::vector<Index> at = theta_entries(s);
-  for (Index i = 0; i < 4; ++i)
-    EXPECT_NEAR(s.sd[at[static_cast<size_t>(i)]], std::sqrt(sigma(i, i)), 3e-3 * std::sqrt(sigma(i, i)))
-        << s.names[at[static_cast<size_t>(i)]];
-  // The field's directions (mu and the kernel's two) span the same covariance block.
-  ASSERT_EQ(s.field.rows(), 3);
-  const Matrix field_cov = s.field * s.field.transpose();
-  for (Index i = 0; i < 3; ++i)
-    for (Index j = 0; j < 3; ++j)
-      EXPECT_NEAR(field_cov(at[static_cast<size_t>(i)], at[static_cast<size_t>(j)]), sigma(i, j),
-                  3e-3 * std::sqrt(sigma(i, i) * sigma(j, j)));
+  // Read by natural-gradient steps on q, and from the Hessian in q and theta.
+  for (const bool hessian : {false, true}) {
+    SpreadOptions o;
+    o.q_steps = 2;
+    o.max_sd = 1e3;
+    o.hessian = hessian;
+    const PointSpread s = laplace_spread(c.model, c.data, all_bags(c.data), o);
+    EXPECT_TRUE(c.model.pack() == before) << "the model comes back as it went in";
+    ASSERT_EQ(s.sd.size(), 4);
+    const std::vector<Index> at = theta_entries(s);
+    for (Index i = 0; i < 4; ++i)
+      EXPECT_NEAR(s.sd[at[static_cast<size_t>(i)]], std::sqrt(sigma(i, i)), 3e-3 * std::sqrt(sigma(i, i)))
+          << s.names[at[static_cast<size_t>(i)]] << (hessian ? ", from q's Hessian" : "");
+    // The field's directions (mu and the kernel's two) span the same covariance block.
+    ASSERT_EQ(s.field.rows(), 3);
+    const Matrix field_cov = s.field * s.field.transpose();
+    for (Index i = 0; i < 3; ++i)
+      for (Index j = 0; j < 3; ++j)
+        EXPECT_NEAR(field_cov(at[static_cast<size_t>(i)], at[static_cast<size_t>(j)]), sigma(i, j),
+                    3e-3 * std::sqrt(sigma(i, i) * sigma(j, j)))
+            << (hessian ? "from q's Hessian" : "");
+  }
 }
 
 // Fewer points, closer together: a spread that matters next to q's variance.
@@ -286,23 +312,7 @@ TEST(PointSpread, DoesNotDependOnHowFarQStartsFromItsOptimum) {
   const Dataset data = test::random_dataset(8, 2, 10, 2, spec.likelihood, 21);
   Model far = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 22);
   Model near = far;
-  ObjectiveOptions q_alone;
-  q_alone.q_moments_gradient = true;
-  q_alone.q_moments_only = true;
-  for (int it = 0; it < 500; ++it) {
-    Vector g;
-    const ObjectiveValue v = elbo(near, data, &g, q_alone);
-    const Model before = near;
-    double step = 1;
-    while (step > 1e-4) {
-      if (natural_gradient_step(near, v.grad_q_mean, v.grad_q_cov, step) &&
-          elbo(near, data, &g, q_alone).elbo >= v.elbo)
-        break;
-      near = before;
-      step *= 0.5;
-    }
-    if (step <= 1e-4 || elbo(near, data, &g, q_alone).elbo - v.elbo < 1e-13) break;
-  }
+  optimise_q(near, data);
   const PointSpread at_optimum = laplace_spread(near, data, all_bags(data), {});
   const PointSpread settled = laplace_spread(far, data, all_bags(data), {});
   SpreadOptions two;  // one step at the fit and two a reading: about what every reading once took
@@ -317,6 +327,117 @@ TEST(PointSpread, DoesNotDependOnHowFarQStartsFromItsOptimum) {
   }
   EXPECT_LT(off_settled, 0.01);
   EXPECT_GT(off_stopped, 0.1);
+}
+
+// How far each of `steps` natural-gradient steps of 1 moves q from where the model stands, each
+// taken when it loses less than 1e-6 of the ELBO (what the spread allowed for rounding); the list
+// ends at a step that loses more.
+std::vector<double> moves_of_steps_of_one(Model m, const Dataset& data, int steps) {
+  ObjectiveOptions q_alone;
+  q_alone.q_moments_gradient = true;
+  q_alone.q_moments_only = true;
+  std::vector<double> moves;
+  for (int k = 0; k < steps; ++k) {
+    Vector g;
+    const ObjectiveValue v = elbo(m, data, &g, q_alone);
+    const Model before = m;
+    if (!natural_gradient_step(m, v.grad_q_mean, v.grad_q_cov, 1.0) ||
+        elbo(m, data, &g, q_alone).elbo < v.elbo - 1e-6 * (1 + std::abs(v.elbo)))
+      break;
+    moves.push_back((m.q_mean - before.q_mean).norm() + (m.q_chol - before.q_chol).norm());
+  }
+  return moves;
+}
+
+// The largest relative difference between two spreads' sds.
+double sd_difference(const PointSpread& a, const PointSpread& b) {
+  EXPECT_EQ(a.sd.size(), b.sd.size());
+  double worst = 0;
+  for (Index k = 0; k < a.sd.size(); ++k) worst = std::max(worst, std::abs(a.sd[k] - b.sd[k]) / b.sd[k]);
+  return worst;
+}
+
+// Counts of hundreds with a unit effect, q near its optimum: natural-gradient steps of 1 each move
+// q farther than the one before, each losing less than 1e-6 of the ELBO, and never settle. The
+// spread's steps are halved once one moves farther than the one before, and settle; the spread
+// they read is the one read from q's Hessian.
+TEST(PointSpread, HalvesStepsThatOvershoot) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  Dataset data = test::random_dataset(10, 2, 10, 2, spec.likelihood, 12);
+  data.response = (30 * data.response).array().round();
+  Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 5, 2, 112);
+  m.mean = 0.3 + std::log(30.0);
+  optimise_q(m, data, 5000);
+  const std::vector<double> moves = moves_of_steps_of_one(m, data, 30);
+  ASSERT_GE(moves.size(), 5u);
+  ASSERT_GT(moves.back(), 10 * moves.front()) << "steps of 1 settle here: the test needs another dataset";
+  SpreadOptions steps;
+  steps.max_hessian_q = 0;  // the steps alone: no Hessian where they do not settle
+  SpreadOptions hessian;
+  hessian.hessian = true;
+  EXPECT_LT(
+      sd_difference(laplace_spread(m, data, all_bags(data), steps), laplace_spread(m, data, all_bags(data), hessian)),
+      0.01);
+}
+
+// Counts drawn from a smooth log rate with a lognormal unit effect (sd 0.3), `scale` cases per
+// person-unit of rate: data a fit learns a kernel and a unit effect from.
+Dataset counts_with_unit_noise(Index bags, double scale, unsigned seed) {
+  Dataset data = test::random_dataset(bags, 5, 15, 2, LikelihoodKind::poisson, seed);
+  std::mt19937_64 rng(seed + 1000);
+  std::normal_distribution<double> normal;
+  for (Index a = 0; a < bags; ++a) {
+    double rate = 0;
+    for (Index i = data.bag_begin(a); i < data.bag_begin(a) + data.bag_size(a); ++i)
+      rate += data.weights()[i] * std::exp(0.8 * std::sin(1.5 * data.inputs(0, i)) + 0.4 * data.inputs(1, i));
+    std::poisson_distribution<long> count(scale * rate * std::exp(0.3 * normal(rng)));
+    data.response[a] = static_cast<double>(count(rng));
+  }
+  return data;
+}
+
+// A fit of 16 bags whose q the steps cannot settle in 50 (they overshoot and crawl at once, as on
+// the folds of 14-17 provinces): the spread is read from q's Hessian instead, and matches the
+// profile's Hessian by central differences, q brought to its optimum at every displaced theta by
+// thousands of steps that never lose.
+TEST(PointSpread, ReadsQsHessianWhereStepsDoNotSettle) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  const Dataset data = counts_with_unit_noise(16, 30, 5);
+  Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 6, 2, 105);
+  m.mean = std::log(30.0);
+  FitOptions fo;
+  fo.optimizer = Optimizer::lbfgs;
+  fo.epochs = 300;
+  fo.polish = 100;
+  fit(m, data, all_bags(data), {}, fo);
+  SpreadOptions steps;
+  steps.max_hessian_q = 0;
+  EXPECT_THROW(laplace_spread(m, data, all_bags(data), steps), NumericalError) << "the test needs steps that fail";
+  SpreadOptions o;
+  o.max_sd = 1e3;
+  const PointSpread s = laplace_spread(m, data, all_bags(data), o);
+  const Index begin = param_slice(m, ParamBlockId::mean).offset, n = static_cast<Index>(s.names.size());
+  auto profile_gradient = [&](Index j, double h) {
+    Model moved = m;
+    Vector theta = m.pack();
+    theta[begin + j] += h;
+    moved.unpack(theta);
+    optimise_q(moved, data, 20000);
+    Vector g;
+    elbo(moved, data, &g, {});
+    return Vector(g.segment(begin, n));
+  };
+  const double h = 1e-3;
+  Matrix H(n, n);
+  for (Index j = 0; j < n; ++j) H.col(j) = (profile_gradient(j, h) - profile_gradient(j, -h)) / (2 * h);
+  const Matrix precision = -0.5 * (H + H.transpose());
+  ASSERT_GT(Eigen::SelfAdjointEigenSolver<Matrix>(precision).eigenvalues().minCoeff(), 0)
+      << "the fit must be at a maximum of the profile";
+  const Matrix sigma = precision.inverse();
+  for (Index j = 0; j < n; ++j)
+    EXPECT_NEAR(s.sd[j], std::sqrt(sigma(j, j)), 0.01 * std::sqrt(sigma(j, j))) << s.names[static_cast<size_t>(j)];
 }
 
 TEST(PointSpread, NeedsADeterministicVariationalModel) {
