@@ -381,6 +381,22 @@ TEST(PointSpread, HalvesStepsThatOvershoot) {
       0.01);
 }
 
+// Steps that come down to the floor of their own rounding and stay there settle q: with `settled`
+// at 0, which no step's distance reaches, q is taken as settled after max_q_steps because the last
+// steps came no nearer, and the spread is the one read with the default threshold.
+TEST(PointSpread, SettlesAtTheFloorOfItsRounding) {
+  ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
+  spec.unit_effect = true;
+  const Dataset data = test::random_dataset(8, 2, 10, 2, spec.likelihood, 21);
+  Model m = test::random_model(spec, make_kernel("ard", "none", 2, 0), 4, 2, 22);
+  optimise_q(m, data);
+  SpreadOptions floor;
+  floor.settled = 0;
+  floor.max_hessian_q = 0;  // the steps alone
+  EXPECT_LT(sd_difference(laplace_spread(m, data, all_bags(data), floor), laplace_spread(m, data, all_bags(data), {})),
+            1e-3);
+}
+
 // Counts drawn from a smooth log rate with a lognormal unit effect (sd 0.3), `scale` cases per
 // person-unit of rate: data a fit learns a kernel and a unit effect from.
 Dataset counts_with_unit_noise(Index bags, double scale, unsigned seed) {
