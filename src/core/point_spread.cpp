@@ -3,6 +3,7 @@
 #include <Eigen/Eigenvalues>
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 
 #include "feature_store.hpp"
 #include "natgrad.hpp"
@@ -37,6 +38,13 @@ PointEntries point_entries(const Model& model) {
 Index spread_field_size(const Model& model) { return point_entries(model).field; }
 
 bool spread_defined(const ModelSpec& spec) { return !spec.map_estimate && !spec.any_sampled(); }
+
+double floor_of_steps(const std::vector<double>& distances, double rounding) {
+  const std::ptrdiff_t recent = std::min<std::ptrdiff_t>(10, static_cast<std::ptrdiff_t>(distances.size()) / 2);
+  if (recent == 0) return -1;
+  const double last = *std::max_element(distances.end() - recent, distances.end());
+  return last <= 1e-3 * distances.front() || last <= 2 * rounding ? last : -1;
+}
 
 PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<Index>& bags, const SpreadOptions& o) {
   if (!spread_defined(model.spec))
@@ -120,32 +128,32 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     return -1.0;
   };
   // Steps on q from where it stands until none climbs or done(k, distance) says so after step k.
-  // After o.max_q_steps, q is taken as settled if each of the last ten steps moved it by at most
-  // 1e-3 of the first: the distance has come down to the floor of the steps' own rounding, which
-  // grows with q's size (a space-time fit's 20,300 entries of q came down geometrically from
-  // 4.9e-3 to 3-4e-6 and stayed there, the ELBO level to 1e-12, where `settled` is 1e-6). Steps
-  // that have not contracted that far are refused (QUnsettled), however level their distances: on
-  // 24 units, readings whose halved and doubled steps cycled at distances above the first were
-  // level, and taken as settled they made maps of non-finite means.
-  auto step_until = [&](auto done) {
+  // After o.max_q_steps, q is taken as settled where the steps have come down to the floor of their
+  // own rounding (floor_of_steps), and refused (QUnsettled) where they have not. `rounding` is the
+  // floor measured where q was settled at the fit, which the displaced readings share. Returns the
+  // floor where q was taken as settled at it, else 0.
+  double rounding = 0;
+  auto step_until = [&](const std::string& where, auto done) {
     Vector grad;
     ObjectiveValue v = objective(q_alone, grad);
     Pace pace;
     std::vector<double> distances;
     for (int k = 0;; ++k) {
       if (k == o.max_q_steps) {
-        const std::ptrdiff_t recent = std::min<std::ptrdiff_t>(10, static_cast<std::ptrdiff_t>(distances.size()) / 2);
-        if (recent > 0 && *std::max_element(distances.end() - recent, distances.end()) <= 1e-3 * distances.front())
-          return;
-        throw QUnsettled("q does not settle next to the fit: " + std::to_string(k) +
-                         " natural-gradient steps still move it");
+        const double floor = floor_of_steps(distances, rounding);
+        if (floor >= 0) return floor;
+        std::ostringstream what;
+        what << "q does not settle next to the fit" << where << ": " << k
+             << " natural-gradient steps still move it (the first by " << (distances.empty() ? 0 : distances.front())
+             << ", the last by " << (distances.empty() ? 0 : distances.back()) << ")";
+        throw QUnsettled(what.str());
       }
       ObjectiveValue next;
       const double distance = climb(v, next, pace);
-      if (distance < 0) return;
+      if (distance < 0) return 0.0;
       distances.push_back(distance);
       v = std::move(next);
-      if (done(k, distance)) return;
+      if (done(k, distance)) return 0.0;
     }
   };
   // First q is settled at the fit's own theta. A fit stops within its tolerance of q's optimum,
@@ -155,7 +163,7 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
   auto settle_at_fit = [&]() {
     model.unpack(start);
     model.jitter = start_jitter;
-    step_until([&](int, double distance) { return distance <= o.settled; });
+    rounding = std::max(o.settled, step_until("", [&](int, double distance) { return distance <= o.settled; }));
     settled_mean = model.q_mean;
     settled_chol = model.q_chol;
   };
@@ -177,7 +185,7 @@ PointSpread laplace_spread(Model& model, const Dataset& data, const std::vector<
     model.q_mean = settled_mean;
     model.q_chol = settled_chol;
     double first = 0;
-    step_until([&](int k, double distance) {
+    step_until(" (a displaced reading)", [&](int k, double distance) {
       if (k == 0) first = distance;
       return k + 1 >= o.q_steps && (distance <= o.contraction * first || distance <= o.settled);
     });

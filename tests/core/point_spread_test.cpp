@@ -397,6 +397,35 @@ TEST(PointSpread, SettlesAtTheFloorOfItsRounding) {
             1e-3);
 }
 
+// The floor of the steps' rounding, on the distances of a space-time fit's steps: at the fit they
+// came down geometrically from 4.9e-3 to 3-4e-6 and stayed there; a displaced reading started at
+// 2.9e-5 and came down to the same floor, which only the floor measured at the fit accepts.
+// Distances that cycle above their first are refused however level they are, and so are distances
+// still contracting.
+TEST(PointSpread, FloorOfStepsIsTheFitsFloor) {
+  auto geometric_to_floor = [](double first, double floor) {
+    std::vector<double> d;
+    for (int k = 0; k < 50; ++k)
+      d.push_back(std::max(first * std::pow(0.7, k), floor * (1 + 0.2 * std::sin(k))));  // at the floor, noise
+    return d;
+  };
+  const std::vector<double> at_fit = geometric_to_floor(4.9e-3, 3.5e-6);
+  const double fit_floor = floor_of_steps(at_fit, 0);
+  EXPECT_GT(fit_floor, 3.5e-6);
+  EXPECT_LE(fit_floor, 4.9e-6);
+  const std::vector<double> displaced = geometric_to_floor(2.9e-5, 3.5e-6);
+  EXPECT_LT(floor_of_steps(displaced, 0), 0);     // not 1e-3 below its first
+  EXPECT_LT(floor_of_steps(displaced, 1e-6), 0);  // nor at twice `settled`
+  EXPECT_GT(floor_of_steps(displaced, fit_floor), 0);
+  std::vector<double> cycling;
+  for (int k = 0; k < 50; ++k) cycling.push_back(k % 2 ? 0.2 : 0.1);
+  EXPECT_LT(floor_of_steps(cycling, fit_floor), 0);
+  std::vector<double> contracting;
+  for (int k = 0; k < 50; ++k) contracting.push_back(1e-3 * std::pow(0.95, k));
+  EXPECT_LT(floor_of_steps(contracting, fit_floor), 0);
+  EXPECT_LT(floor_of_steps({}, fit_floor), 0);
+}
+
 // Counts drawn from a smooth log rate with a lognormal unit effect (sd 0.3), `scale` cases per
 // person-unit of rate: data a fit learns a kernel and a unit effect from.
 Dataset counts_with_unit_noise(Index bags, double scale, unsigned seed) {
