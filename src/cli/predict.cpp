@@ -48,6 +48,13 @@ enum class Quantity { mean, cases, latent_mean, sd, quantile, latent_sd, exceeda
 // have their own.
 enum class Family { intensity, cases, latent, intensity_sd, latent_sd, probability };
 
+// A latent sd past which a map's mean is a poor point estimate: with the exp link the mean
+// e^(m + v/2) is then over 1.65 times the median e^m. Fits of a few dozen units with strong unit
+// noise reach it (30 units, unit noise 0.7: a latent sd of 2 at the median pixel, and a mean map
+// whose squared error against the truth was 24 times the median map's; docs/outputs.md), where fits
+// of 200 units stay near 0.1.
+constexpr double kWideLatentSd = 1.0;
+
 // One map to write: what it shows, which quantile or threshold, its file, description and unit.
 struct MapSpec {
   Quantity what;
@@ -517,6 +524,8 @@ void run_predict(const PredictArgs& args) {
   Strip strip;
   std::vector<const std::string*> pixel_units;
   long long predicted = 0;
+  // Pixels (of every task) whose latent sd exceeds kWideLatentSd, for the warning after the maps.
+  long long wide = 0, scored = 0;
   // Every map's values over rows [row0, row0 + rows) of period p, into map_strips.
   auto predict_strip = [&](int row0, int rows, size_t p, std::vector<std::vector<float>>& map_strips) {
     read_strip(sources[p], m, coords, row0, rows, values, strip);
@@ -529,6 +538,11 @@ void run_predict(const PredictArgs& args) {
     std::vector<Prediction> pred;
     for (size_t d = 0; d < task_options.size(); ++d)
       pred.push_back(m.predictor->predict_pixels(strip.inputs, pixel_units, task_options[d], static_cast<int>(d)));
+    if (m.predictor->has_posterior())
+      for (const Prediction& t : pred) {
+        wide += (t.latent_var.array() > kWideLatentSd * kWideLatentSd).count();
+        scored += t.latent_var.size();
+      }
     const size_t n = static_cast<size_t>(strip.rows) * static_cast<size_t>(grid.width);
     for (size_t j = 0; j < maps.size(); ++j) {
       const MapSpec& spec = maps[j];
@@ -561,6 +575,15 @@ void run_predict(const PredictArgs& args) {
         if (static_cast<size_t>(k) % P == P - 1) progress.update(row0 + rows_of(k));
       });
   predicted = static_cast<long long>(processes().sum(static_cast<double>(predicted)));
+  wide = static_cast<long long>(processes().sum(static_cast<double>(wide)));
+  scored = static_cast<long long>(processes().sum(static_cast<double>(scored)));
+  if (leader && scored > 0 && 2 * wide > scored)
+    spdlog::warn(
+        "the latent sd exceeds {} at {:.0f} % of the pixels: the maps are that uncertain, and their means lie far "
+        "above their medians (with the exp link e^(m + v/2) is more than {:.2f} times e^m); the median "
+        "(predict.quantiles: [0.5], intensity_q0.5) is the better point map",
+        kWideLatentSd, 100.0 * static_cast<double>(wide) / static_cast<double>(scored),
+        std::exp(kWideLatentSd * kWideLatentSd / 2));
   if (leader) {
     progress.finish();
     for (auto& o : outs) {

@@ -1,6 +1,8 @@
 // simulate -> train -> predict -> eval with the real executables, checking the outputs with GDAL.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -272,6 +274,34 @@ TEST_F(EndToEnd, UnitEffectReachesTheModelFileUnitsAndMetadata) {
   const char* includes = ds->GetMetadataItem("VBAGG_MAP_INCLUDES");
   ASSERT_NE(includes, nullptr);
   EXPECT_NE(std::string(includes).find("not the unit effect"), std::string::npos) << includes;
+}
+
+// Where the latent sd exceeds 1 at most pixels (a few dozen units with strong unit noise), predict
+// warns that the mean map lies far above the median map, and it does: here by more than e^0.5 at
+// the median pixel. The suite's country, without unit noise, gets no warning.
+TEST_F(EndToEnd, PredictWarnsWhereTheMeanMapLiesFarAboveTheMedian) {
+  auto r = run(bin("vbagg-simulate") + " --kind country --out " + d() +
+               "/wide --size 80x60 --units 30 --seed 2 --unit-noise 0.7 -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(bin("vbagg-train") + " --config " + d() + "/wide/data.yaml --out " + d() + "/wide/fit -q --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  r = run(bin("vbagg-predict") + " --model " + d() + "/wide/fit/model.yaml --out " + d() +
+          "/wide/maps --quantiles 0.5 --style none -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("the latent sd exceeds 1 at"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("intensity_q0.5"), std::string::npos) << r.output;
+  const std::vector<float> mean = band_values(d() + "/wide/maps/intensity_mean.tif"),
+                           median = band_values(d() + "/wide/maps/intensity_q0.5.tif");
+  std::vector<double> ratio;
+  for (size_t i = 0; i < mean.size(); ++i)
+    if (median[i] > 0) ratio.push_back(mean[i] / median[i]);
+  ASSERT_GT(ratio.size(), mean.size() / 2);
+  std::nth_element(ratio.begin(), ratio.begin() + static_cast<std::ptrdiff_t>(ratio.size() / 2), ratio.end());
+  EXPECT_GT(ratio[ratio.size() / 2], std::exp(0.5));
+
+  r = run(bin("vbagg-predict") + " --model " + d() + "/fit/model.yaml --out " + d() + "/narrow --style none -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.output.find("latent sd exceeds"), std::string::npos) << r.output;
 }
 
 // model.point_uncertainty: by default the fit ends with the point estimates' spread, which the log
