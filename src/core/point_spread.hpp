@@ -33,7 +33,7 @@ struct SpreadOptions {
   // `settled`, 1e-3 of the displacement: q's response to theta is read to about 1e-3 where it is
   // of order one. On a 200-unit country (negative binomial, unit effect) the sds after 1, 2 and 3
   // steps of size 1 were within 2e-3, 3e-4 and 2e-6 of those after 6: there two steps do. Past
-  // max_q_steps the spread is refused.
+  // max_q_steps q counts as settled only at the floor of its steps' rounding (floor_of_steps).
   int q_steps = 2;
   int max_q_steps = 50;
   // Where the steps do not settle within max_q_steps (q weakly pinned: 14-17 provinces, the folds
