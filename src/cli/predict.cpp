@@ -579,8 +579,8 @@ void run_predict(const PredictArgs& args) {
   scored = static_cast<long long>(processes().sum(static_cast<double>(scored)));
   if (leader && scored > 0 && 2 * wide > scored)
     spdlog::warn(
-        "the latent sd exceeds {} at {:.0f} % of the pixels: the maps are that uncertain, and their means lie far "
-        "above their medians (with the exp link e^(m + v/2) is more than {:.2f} times e^m); the median "
+        "the latent sd exceeds {} at {:.0f} % of the pixels: the maps are that uncertain, and their means lie far from "
+        "their medians (with the exp link e^(m + v/2) is more than {:.2f} times e^m); the median "
         "(predict.quantiles: [0.5], intensity_q0.5) is the better point map",
         kWideLatentSd, 100.0 * static_cast<double>(wide) / static_cast<double>(scored),
         std::exp(kWideLatentSd * kWideLatentSd / 2));
