@@ -383,7 +383,8 @@ TEST(PointSpread, HalvesStepsThatOvershoot) {
 
 // Steps that come down to the floor of their own rounding and stay there settle q: with `settled`
 // at 0, which no step's distance reaches, q is taken as settled after max_q_steps because the last
-// steps came no nearer, and the spread is the one read with the default threshold.
+// steps came down to that floor (floor_of_steps), and the spread is the one read with the default
+// threshold.
 TEST(PointSpread, SettlesAtTheFloorOfItsRounding) {
   ModelSpec spec = test::spec_of(LikelihoodKind::poisson, Link::exp, CovarianceMode::nystrom, Expectation::delta);
   spec.unit_effect = true;
