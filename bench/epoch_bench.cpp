@@ -2,7 +2,7 @@
 //   epoch_bench [--link exp|square] [--covariance nystrom|exact] [--expectation bound|delta|sample]
 //               [--samples 8] [--residual-pixels 128] [--likelihood poisson|negative_binomial|binomial]
 //               [--inducing 576] [--threads 2] [--repeat 2] [--pixels N] [--bags n] [--adam 0|1] [--block 2048]
-//               [--tasks T] [--latents Q]
+//               [--tasks T] [--latents Q] [--covariate-kernel ard|ard+additive|...] [--covariates D]
 // Measures the GEMM rate (core/products.hpp's backend) on `threads` cores (the floor is an epoch's FLOPs at that rate),
 // then times a full-data objective pass, a full-data objective + gradient pass (one L-BFGS iteration), an Adam epoch
 // (minibatches of 16 bags, each step with its own O(M^3) update), and that O(M^3) work of a step alone (an objective +
@@ -12,6 +12,8 @@
 // change the work.
 // --tasks T --latents Q: the same pixels as T sources of T tasks (bag a in source a mod T) on Q shared
 // latent fields of M inducing points each (docs/sources.md), against the one-field model.
+// --covariate-kernel: the model's kernel on the covariates (make_kernel's names; ard+additive adds an
+// rbf on each covariate to the ard); --covariates D: the problem's covariates (18).
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
   Index tasks = 1, latents = 1, residual_pixels = ModelSpec{}.residual_pixels;
   Index block = ObjectiveOptions{}.block;
   std::string link = "exp", covariance = "nystrom", expectation = "bound", likelihood = "poisson";
+  std::string covariate_kernel = "ard";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
     if (bench::read_problem_flag(k, v, po)) continue;
@@ -135,6 +138,10 @@ int main(int argc, char** argv) {
       tasks = std::stol(v);
     else if (k == "--latents")
       latents = std::stol(v);
+    else if (k == "--covariate-kernel")
+      covariate_kernel = v;
+    else if (k == "--covariates")
+      po.covariates = std::stol(v);
     else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       return 2;
@@ -147,7 +154,8 @@ int main(int argc, char** argv) {
   t0 = Clock::now();
   // The problem's model starts as a count model; the binomial takes its link after.
   const bool binomial = parse_likelihood(likelihood) == LikelihoodKind::binomial;
-  Model model = bench::make_problem_model(data, po.covariates, M, binomial ? "exp" : link, covariance);
+  Model model =
+      bench::make_problem_model(data, po.covariates, M, binomial ? "exp" : link, covariance, 1, covariate_kernel);
   model.spec.expectation = parse_expectation(expectation);
   model.spec.samples = samples;
   model.spec.residual_pixels = residual_pixels;
@@ -161,6 +169,7 @@ int main(int argc, char** argv) {
   }
   if (tasks > 1 || latents > 1) make_mixed(model, data, tasks, latents);
   model.spec.validate();
+  std::printf("covariate kernel %s; ", covariate_kernel.c_str());
   std::printf("tasks %ld, latents %ld; products by %s\n", static_cast<long>(tasks), static_cast<long>(latents),
               products_backend_description().c_str());
   std::printf("problem: %ld pixels, %ld bags (%ld-%ld), D = %ld, M = %ld (built in %.1f s, init %.1f s)\n",

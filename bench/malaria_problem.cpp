@@ -111,11 +111,11 @@ Dataset make_problem(const ProblemOptions& o) {
 }
 
 Model make_problem_model(const Dataset& data, Index covariates, Index inducing, const std::string& link,
-                         const std::string& covariance, unsigned long long seed) {
+                         const std::string& covariance, unsigned long long seed, const std::string& covariate_kernel) {
   ModelSpec spec;
   spec.link = parse_link(link);
   spec.covariance = parse_covariance_mode(covariance);
-  const Kernel kernel = make_kernel("ard", "matern32", covariates, data.num_inputs() - covariates);
+  const Kernel kernel = make_kernel(covariate_kernel, "matern32", covariates, data.num_inputs() - covariates);
   InitOptions init;
   init.inducing = inducing;
   init.seed = seed;

@@ -27,10 +27,11 @@ bool read_problem_flag(const std::string& key, const std::string& value, Problem
 // are coordinates in km. Units are compact square blocks of 1 km pixels on a 60 km lattice.
 Dataset make_problem(const ProblemOptions& options);
 
-// The benchmark model: ard on the covariates + matern32 on the coordinates, M inducing points by
-// k-means++, q equal to the prior except for a small seeded perturbation so that every gradient
-// term is exercised.
+// The benchmark model: `covariate_kernel` (make_kernel's: ard, ard+additive, ...) on the covariates
+// + matern32 on the coordinates, M inducing points by k-means++, q equal to the prior except for a
+// small seeded perturbation so that every gradient term is exercised.
 Model make_problem_model(const Dataset& data, Index covariates, Index inducing, const std::string& link,
-                         const std::string& covariance, unsigned long long seed = 1);
+                         const std::string& covariance, unsigned long long seed = 1,
+                         const std::string& covariate_kernel = "ard");
 
 }  // namespace vbagg::bench

@@ -370,10 +370,16 @@ std::vector<Param> make_params() {
       {"model.kernel.covariates",
        T::choice,
        "ard",
-       {"ard", "rbf", "matern12", "matern32", "matern52", "none"},
+       {"ard", "ard+additive", "rbf", "matern12", "matern32", "matern52", "none"},
        -kInf,
        kInf,
-       "Kernel on the standardised covariates."},
+       "Kernel on the standardised covariates. ard: one squared exponential over all of them with a lengthscale "
+       "each, so it models their interactions (a covariate whose lengthscale grows long drops out of it). "
+       "ard+additive: the ard and, added to it, a squared exponential on each covariate alone with its own "
+       "variance and lengthscale, so that a hump in one covariate and a threshold in another are learned beside "
+       "the interactions. On 200-unit synthetic countries whose covariates act through a hump, a threshold and an "
+       "interaction (unit noise 0.3) it lowered the pixel MSE by 40 % and the calibration error from 0.086 to "
+       "0.056, and was level on a log-linear truth; a fit takes about twice as long (docs/experiments.md)."},
       {"model.kernel.space",
        T::choice,
        "auto",

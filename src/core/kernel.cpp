@@ -511,10 +511,10 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
     p.log_lengthscale = Vector::Zero(p.type == KernelType::ard ? dim : 1);
     parts.push_back(p);
   };
-  if (covariates != "none" && covariates != "ard" && covariates != "rbf" && covariates != "matern12" &&
-      covariates != "matern32" && covariates != "matern52")
+  if (covariates != "none" && covariates != "ard" && covariates != "ard+additive" && covariates != "rbf" &&
+      covariates != "matern12" && covariates != "matern32" && covariates != "matern52")
     throw ConfigError("unknown covariate kernel '" + covariates +
-                      "' (allowed: ard, rbf, matern12, matern32, matern52, none)");
+                      "' (allowed: ard, ard+additive, rbf, matern12, matern32, matern52, none)");
   if (space != "none" && space != "rbf" && space != "matern12" && space != "matern32" && space != "matern52")
     throw ConfigError("unknown space kernel '" + space + "' (allowed: matern12, matern32, matern52, rbf, none)");
   if (time != "none" && time != "seasonal" && time != "trend" && time != "seasonal+trend")
@@ -523,7 +523,14 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
     throw ConfigError("unknown season kernel '" + season + "' (allowed: periodic, cycle)");
   if (space_time != "shared" && space_time != "separate")
     throw ConfigError("unknown space-time layout '" + space_time + "' (allowed: shared, separate)");
-  add(covariates, 0, num_covariates, "covariates");
+  if (covariates == "ard+additive") {
+    // The ard over all covariates (their interactions), and beside it an rbf on each covariate
+    // alone, a term of its own with its own variance and lengthscale.
+    add("ard", 0, num_covariates, "covariates");
+    for (Index j = 0; j < num_covariates; ++j) add("rbf", j, 1, "covariates");
+  } else {
+    add(covariates, 0, num_covariates, "covariates");
+  }
   add(space, num_covariates, num_coords, "coordinates");
   std::vector<KernelTerm> terms = sum_terms(parts.size());
   if (time != "none") {

@@ -121,7 +121,9 @@ inline constexpr Index kTimeInputs = 3;
 // The three time inputs of time t (in years), into out.
 void time_inputs(double t, Eigen::Ref<Vector> out);
 
-// Builds the kernel of the CLI: `covariates` (ard|rbf|matern*|none) on rows [0, num_covariates) and
+// Builds the kernel of the CLI: `covariates` (ard|rbf|matern*|none) on rows [0, num_covariates), or
+// `ard+additive` (the ard and, beside it, an rbf on each covariate alone, each a term with its own
+// variance and lengthscale), and
 // `space` (matern12|matern32|matern52|rbf|none) on the following num_coords rows. With a `time`
 // kernel (seasonal|trend|seasonal+trend) on the kTimeInputs rows after those, the space part is
 // multiplied by the sum of the time parts (the space part's variance fixed at 1, the time parts

@@ -359,6 +359,32 @@ TEST_F(EndToEnd, VariationalFixedEffectsReachTheLogModelFileAndMaps) {
   EXPECT_NE(std::string(includes).find("uncertainty of its coefficients"), std::string::npos) << includes;
 }
 
+// model.kernel.covariates ard+additive: the ard part and an rbf on each of the four covariates reach
+// the model file with their fitted values, and the maps come from it.
+TEST_F(EndToEnd, AdditiveCovariateKernelReachesTheModelFileAndMaps) {
+  auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
+               "/additive -q --set model.kernel.covariates=ard+additive --threads 2");
+  ASSERT_EQ(r.code, 0) << r.output;
+  const std::string model = read_text(d() + "/additive/model.yaml");
+  const auto count = [&](const std::string& what) {
+    int n = 0;
+    for (size_t at = model.find(what); at != std::string::npos; at = model.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("type: ard\n      first_input: 0\n      inputs: 4\n"), 1) << model.substr(0, 2000);
+  for (int c = 0; c < 4; ++c)
+    EXPECT_EQ(count("type: rbf\n      first_input: " + std::to_string(c) + "\n      inputs: 1\n"), 1)
+        << "one rbf on covariate " << c;
+  EXPECT_NE(model.find("covariates: ard+additive"), std::string::npos);
+  r = run(bin("vbagg-predict") + " --model " + d() + "/additive/model.yaml --out " + d() + "/additive/maps -q");
+  ASSERT_EQ(r.code, 0) << r.output;
+  io::DatasetPtr ds = io::open_raster(d() + "/additive/maps/latent_sd.tif");
+  double mn, mx, mean, sd;
+  ASSERT_EQ(ds->GetRasterBand(1)->GetStatistics(FALSE, TRUE, &mn, &mx, &mean, &sd), CE_None);
+  EXPECT_GT(mn, 0);
+  EXPECT_TRUE(std::isfinite(mx));
+}
+
 // train.schedule anneal: an Adam fit runs constant steps for half its 40 epochs (no plateau at
 // tolerance 0), anneals over the other half, and says so in its log, history and model file.
 TEST_F(EndToEnd, AnnealedStepsEndTheFit) {

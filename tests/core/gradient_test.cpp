@@ -19,6 +19,8 @@ std::vector<std::pair<std::string, Kernel>> kernel_cases() {
       {"matern32", make_kernel("matern32", "none", kD, 0)},
       {"matern52", make_kernel("matern52", "none", kD, 0)},
       {"sum_ard_matern32", make_kernel("ard", "matern32", kCov, kCoords)},
+      // An rbf on each covariate beside the ard over both, and the space part.
+      {"ard_additive_matern32", make_kernel("ard+additive", "matern32", kCov, kCoords)},
       // Space x (seasonal + trend) on one coordinate and the time inputs: a product term alone.
       {"space_time", make_kernel("none", "matern32", 0, kD - kTimeInputs, "seasonal+trend")},
       // The same with the cycle as its seasonal part (the inputs are not on the circle: it reads their phase).

@@ -283,6 +283,49 @@ TEST(Kernel, SeparateSpaceTimeGivesEachTimePartItsOwnSpaceKernel) {
   EXPECT_THROW(make_kernel("ard", "matern32", kCov, kCoords, "seasonal+trend", "periodic", "apart"), ConfigError);
 }
 
+// ard+additive: the ard over all covariates and a squared exponential on each covariate alone, each
+// with its own variance and lengthscale. With a space kernel after them, and the space-time product
+// built on the space part whatever comes before it.
+TEST(Kernel, AdditiveCovariateKernelHasAPartPerCovariate) {
+  Kernel k = make_kernel("ard+additive", "matern32", kCov, kCoords);
+  ASSERT_EQ(k.parts().size(), 1u + kCov + 1u);
+  EXPECT_TRUE(k.is_sum());
+  // ard (1 + kCov) + an rbf per covariate (2 each) + matern32 (2).
+  EXPECT_EQ(k.num_params(), 1 + kCov + 2 * kCov + 2);
+  Vector theta(k.num_params());
+  for (Index i = 0; i < theta.size(); ++i) theta[i] = 0.13 * static_cast<double>(i % 5) - 0.3;
+  k.set_params(theta);
+  const Matrix X1 = random_inputs(5, 21), X2 = random_inputs(4, 22);
+  Matrix K;
+  k.cross(X1, X2, K);
+  const auto& space = k.parts()[1 + kCov];
+  for (Index i = 0; i < X1.cols(); ++i)
+    for (Index j = 0; j < X2.cols(); ++j) {
+      double want =
+          ard_value(k.parts()[0], X1, i, X2, j) +
+          std::exp(space.log_variance) * matern32(space_distance(X1, i, X2, j) / std::exp(space.log_lengthscale[0]));
+      for (Index c = 0; c < kCov; ++c) {
+        const auto& one = k.parts()[1 + static_cast<size_t>(c)];
+        EXPECT_EQ(one.type, KernelType::rbf);
+        EXPECT_EQ(one.begin, c);
+        EXPECT_EQ(one.dim, 1);
+        const double u = (X1(c, i) - X2(c, j)) / std::exp(one.log_lengthscale[0]);
+        want += std::exp(one.log_variance - 0.5 * u * u);
+      }
+      EXPECT_NEAR(K(i, j), want, 1e-12) << i << "," << j;
+    }
+  expect_gradients_match_finite_differences(k, random_inputs(6, 23), random_inputs(7, 24));
+
+  // In a space-time kernel the product still takes the space part.
+  const Kernel st = make_kernel("ard+additive", "matern32", kCov, kCoords, "seasonal+trend");
+  ASSERT_EQ(st.terms().size(), 1u + kCov + 1u);
+  EXPECT_EQ(st.parts()[static_cast<size_t>(st.terms().back()[0][0])].type, KernelType::matern32);
+  EXPECT_TRUE(st.parts()[static_cast<size_t>(st.terms().back()[0][0])].fixed_variance);
+  expect_gradients_match_finite_differences(st, random_inputs(6, 25), random_inputs(7, 26));
+  EXPECT_THROW(make_kernel("ard+additive", "matern32", 0, kCoords), ConfigError);
+  EXPECT_THROW(make_kernel("additive", "matern32", kCov, kCoords), ConfigError);
+}
+
 TEST(Kernel, ProductGradientsMatchFiniteDifferences) {
   expect_gradients_match_finite_differences(space_time_kernel(), random_inputs(6, 3), random_inputs(7, 4));
 }
