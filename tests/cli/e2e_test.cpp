@@ -360,7 +360,7 @@ TEST_F(EndToEnd, VariationalFixedEffectsReachTheLogModelFileAndMaps) {
 }
 
 // model.kernel.covariates ard+additive: the ard part and an rbf on each of the four covariates reach
-// the model file with their fitted values, and the maps come from it.
+// the model file, and predict reads them back into maps.
 TEST_F(EndToEnd, AdditiveCovariateKernelReachesTheModelFileAndMaps) {
   auto r = run(bin("vbagg-train") + " --config " + d() + "/run.yaml --out " + d() +
                "/additive -q --set model.kernel.covariates=ard+additive --threads 2");
