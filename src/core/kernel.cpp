@@ -526,6 +526,7 @@ Kernel make_kernel(const std::string& covariates, const std::string& space, Inde
   if (covariates == "ard+additive") {
     // The ard over all covariates (their interactions), and beside it an rbf on each covariate
     // alone, a term of its own with its own variance and lengthscale.
+    if (num_covariates == 0) throw ConfigError("kernel for covariates is 'ard+additive' but there are no covariates");
     add("ard", 0, num_covariates, "covariates");
     for (Index j = 0; j < num_covariates; ++j) add("rbf", j, 1, "covariates");
   } else {

@@ -322,7 +322,12 @@ TEST(Kernel, AdditiveCovariateKernelHasAPartPerCovariate) {
   EXPECT_EQ(st.parts()[static_cast<size_t>(st.terms().back()[0][0])].type, KernelType::matern32);
   EXPECT_TRUE(st.parts()[static_cast<size_t>(st.terms().back()[0][0])].fixed_variance);
   expect_gradients_match_finite_differences(st, random_inputs(6, 25), random_inputs(7, 26));
-  EXPECT_THROW(make_kernel("ard+additive", "matern32", 0, kCoords), ConfigError);
+  try {
+    make_kernel("ard+additive", "matern32", 0, kCoords);
+    ADD_FAILURE() << "no covariates for ard+additive";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("'ard+additive' but there are no covariates"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(make_kernel("additive", "matern32", kCov, kCoords), ConfigError);
 }
 
