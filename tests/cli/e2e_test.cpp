@@ -366,14 +366,9 @@ TEST_F(EndToEnd, AdditiveCovariateKernelReachesTheModelFileAndMaps) {
                "/additive -q --set model.kernel.covariates=ard+additive --threads 2");
   ASSERT_EQ(r.code, 0) << r.output;
   const std::string model = read_text(d() + "/additive/model.yaml");
-  const auto count = [&](const std::string& what) {
-    int n = 0;
-    for (size_t at = model.find(what); at != std::string::npos; at = model.find(what, at + 1)) ++n;
-    return n;
-  };
-  EXPECT_EQ(count("type: ard\n      first_input: 0\n      inputs: 4\n"), 1) << model.substr(0, 2000);
+  EXPECT_EQ(test::occurrences(model, "type: ard\n      first_input: 0\n      inputs: 4\n"), 1) << model.substr(0, 2000);
   for (int c = 0; c < 4; ++c)
-    EXPECT_EQ(count("type: rbf\n      first_input: " + std::to_string(c) + "\n      inputs: 1\n"), 1)
+    EXPECT_EQ(test::occurrences(model, "type: rbf\n      first_input: " + std::to_string(c) + "\n      inputs: 1\n"), 1)
         << "one rbf on covariate " << c;
   EXPECT_NE(model.find("covariates: ard+additive"), std::string::npos);
   r = run(bin("vbagg-predict") + " --model " + d() + "/additive/model.yaml --out " + d() + "/additive/maps -q");

@@ -53,4 +53,11 @@ inline std::string json_object(const std::string& text, const std::string& key) 
   return "";
 }
 
+// How often `what` occurs in `text` (overlapping occurrences count).
+inline int occurrences(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace vbagg::test

@@ -103,10 +103,7 @@ TEST_F(SpaceTime, TheSeasonsShapeAndTheSpaceTimeLayoutAreChoicesKeptInTheModel) 
     ASSERT_EQ(r.code, 0) << r.output;
     const std::string model = read_text(out + "/model.yaml");
     EXPECT_EQ(model.find("type: cycle") != std::string::npos, season == "cycle") << model;
-    size_t space_parts = 0;
-    for (size_t at = model.find("type: matern52"); at != std::string::npos; at = model.find("type: matern52", at + 1))
-      ++space_parts;
-    EXPECT_EQ(space_parts, layout == "separate" ? 2u : 1u) << model;
+    EXPECT_EQ(test::occurrences(model, "type: matern52"), layout == "separate" ? 2 : 1) << model;
     r = run(bin("vbagg-predict") + " --model " + out + "/model.yaml --out " + out + "/maps -q");
     ASSERT_EQ(r.code, 0) << r.output;
     io::DatasetPtr ds = io::open_raster(out + "/maps/latent_sd.tif");
