@@ -128,6 +128,10 @@ double profile_backward(KernelType type, double var, Col&& r2, const Grad& g, Ei
   return gk;
 }
 
+// A part on one input (an rbf on one covariate, the trend on time): its squared distances are
+// the differences squared, and its backward sums are taken a column at a time. cycle reads two.
+bool one_input(const KernelPart& p) { return p.dim == 1 && p.type != KernelType::cycle; }
+
 // Rows of the part, divided by the lengthscale(s), into z. cycle's rows are first scaled to unit
 // length (its phase), the origin taken as phase 0; `inverse_norms`, when given, receives 1 / |u|.
 void scale_inputs(const KernelPart& p, const Eigen::Ref<const Matrix>& X, Buffer& z,
@@ -339,19 +343,27 @@ void Kernel::add_columns(size_t c, const Eigen::Ref<const Matrix>& X1, const Eig
   scale_inputs(p, X2, pc.z2);
   const auto z1 = pc.z1.view(), z2 = pc.z2.view();
   auto r2 = pc.r2.shape(n1, n2);
-  r2.noalias() = -2.0 * z1.transpose() * z2;
-  cache.norms1 = z1.colwise().squaredNorm().transpose().array();
-  cache.norms2 = z2.colwise().squaredNorm().transpose().array();
   const double var = std::exp(p.log_variance);
-  for (Index j = 0; j < n2; ++j) {
-    auto d = r2.col(j).array();
-    cache.column = cache.norms1 + cache.norms2[j];
-    d += cache.column;
-    // |z1|^2 + |z2|^2 - 2 z1.z2 carries a rounding error of a few ulps of the norms: below that
-    // the points coincide. Left as it is, a point's distance to itself is ~1e-8 after the square
-    // root, matern12's kernel moves by that much, and the rounding pattern of the vector ISA
-    // decides it (finite differences saw 1e-5 where the machine had AVX-512).
-    d = (d > kCoincident * cache.column).select(d, 0.0);
+  if (one_input(p)) {
+    // The differences themselves, a column at a time: the product below would be a rank-one
+    // GEMM that zeroes and fills the block before the norms' pass (with an rbf on each of 18
+    // covariates those passes took more of a pass's time than the exponentials).
+    const auto a = z1.row(0).transpose().array();
+    for (Index j = 0; j < n2; ++j) r2.col(j).array() = (a - z2(0, j)).square();
+  } else {
+    r2.noalias() = -2.0 * z1.transpose() * z2;
+    cache.norms1 = z1.colwise().squaredNorm().transpose().array();
+    cache.norms2 = z2.colwise().squaredNorm().transpose().array();
+    for (Index j = 0; j < n2; ++j) {
+      auto d = r2.col(j).array();
+      cache.column = cache.norms1 + cache.norms2[j];
+      d += cache.column;
+      // |z1|^2 + |z2|^2 - 2 z1.z2 carries a rounding error of a few ulps of the norms: below that
+      // the points coincide. Left as it is, a point's distance to itself is ~1e-8 after the square
+      // root, matern12's kernel moves by that much, and the rounding pattern of the vector ISA
+      // decides it (finite differences saw 1e-5 where the machine had AVX-512).
+      d = (d > kCoincident * cache.column).select(d, 0.0);
+    }
   }
   // The profile over the whole block at once: one contiguous array, so the exponentials run in
   // full vectors but for one tail (a column of 54 inducing points left 6 to 13 of them scalar).
@@ -420,25 +432,48 @@ void Kernel::part_backward(size_t c, const Eigen::Ref<const Matrix>& G, KernelCa
   const bool cycle = p.type == KernelType::cycle;
   const CycleShape shape = cycle ? cycle_shape(p.log_lengthscale[0]) : CycleShape{};
   const double shift = var * shape.c / shape.d;
+  // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, so the lengthscales take sum_ij H_ij (z1_id -
+  // z2_jd)^2 and X1 takes H's row sums h1 and Z2Ht = z2 H^T. A part on one input sums them column
+  // by column as H is made, while the column is in cache; the others expand the square after,
+  // so that the cross term is one GEMM.
+  const bool by_column = one_input(p);
+  Vector h1, per_dim;
+  Matrix Z2Ht;
+  if (by_column) {
+    h1.setZero(H.rows());
+    Z2Ht.setZero(1, H.rows());
+    per_dim.setZero(1);
+  }
+  const auto column_sums = [&](Index j) {
+    const auto h = H.col(j);
+    h1 += h;
+    Z2Ht.row(0) += z2(0, j) * h.transpose();
+    per_dim[0] += (h.array() * (z1.row(0).transpose().array() - z2(0, j)).square()).sum();
+  };
   double g_log_var = 0;
   if (pc.constant) {
     // One column of values, repeated: its gradient is the sum of G's columns.
     const Eigen::ArrayXd summed = G.rowwise().sum().array();
     g_log_var += profile_backward(p.type, var, H.col(0).array(), summed, cache.column, shift);
+    if (by_column) column_sums(0);
   } else {
-    for (Index j = 0; j < H.cols(); ++j)
+    for (Index j = 0; j < H.cols(); ++j) {
       g_log_var += profile_backward(p.type, var, H.col(j).array(), G.col(j).array(), cache.column, shift);
+      if (by_column) column_sums(j);
+    }
   }
   if (!p.fixed_variance) grad_theta[offset++] += g_log_var;
   // cycle's lengthscale moves its values through d too: dk/dd = -(k - var) / d at fixed r^2, so
   // the sum over G is -(sum g k - var sum g) / d times d d / d log l.
   if (cycle) grad_theta[offset] += -(g_log_var - var * G.sum()) / shape.d * shape.dd_dlog_l;
 
-  // d r^2_ij / d log l_d = -2 (z1_id - z2_jd)^2, expanded so the cross term is one GEMM.
-  const Vector h1 = H.rowwise().sum(), h2 = H.colwise().sum().transpose();
-  const Matrix Z2Ht = z2 * H.transpose();  // dim x n1
-  const Vector per_dim = z1.array().square().matrix() * h1 + z2.array().square().matrix() * h2 -
-                         2.0 * z1.cwiseProduct(Z2Ht).rowwise().sum();
+  if (!by_column) {
+    h1 = H.rowwise().sum();
+    const Vector h2 = H.colwise().sum().transpose();
+    Z2Ht = z2 * H.transpose();  // dim x n1
+    per_dim = z1.array().square().matrix() * h1 + z2.array().square().matrix() * h2 -
+              2.0 * z1.cwiseProduct(Z2Ht).rowwise().sum();
+  }
   if (p.log_lengthscale.size() == 1)
     grad_theta[offset] += -2.0 * per_dim.sum();
   else

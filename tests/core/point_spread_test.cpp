@@ -234,17 +234,24 @@ TEST(PointSpread, WidensTheLatentVarianceByTheMeansSensitivity) {
   c.model.spread = laplace_spread(c.model, c.data, all_bags(c.data), o);
   predict_latent(c.model, Xs, m1, v1, 1);
   EXPECT_TRUE(m1 == m0) << "the spread leaves the mean where it was";
-  // Within 2 %. With the inducing inputs at 14 close pixels K_zz is ill-conditioned, and q's optimum
+  // Within 4 %. With the inducing inputs at 14 close pixels K_zz is ill-conditioned, and q's optimum
   // (hence the gradient read there) carries rounding noise of about 1e-5 whatever q's steps: the
   // forward differences' error grows as their step shrinks (added variances off by up to 0.6 %,
-  // 3 % and 8 % at steps of 1e-3, 3e-4 and 1e-4 in the Release build; 1.5 % at 1e-3 in the
-  // sanitizer build, Debug without fused multiply-adds). Central differences at 1e-2 came within
-  // 0.05 %, but cost a reading per direction more (+0.5 s on a 200-unit country, 10 % of its fit),
-  // where they moved the sds by 0.4 % at most.
+  // 3 % and 8 % at steps of 1e-3, 3e-4 and 1e-4 in the Release build). Which draw of that noise a
+  // build gets follows the order of its arithmetic: this seed's worst point is 0.6 % off in Release
+  // and 1.5 % in the sanitizer build (Debug, no fused multiply-adds), and 1.5 % and 2.5 % with the
+  // kernel's own path for parts on one input. Over seeds 1-40 of this design, where the spread
+  // adds 5-200 % of q's variance and the evidence has a maximum, the worst point ran 0.3-10 % off
+  // (median about 1 %) on either path; of the 29 seeds whose errors stay under 50 %, the one-input
+  // path was the closer in 9 and the farther in 10 (geometric means 3.0 % and 2.7 %). Read with q
+  // held at the fit instead of following theta, the added variances came out 5 %, 23 %, 96 % and
+  // 68 % off at these four points. Central differences at 1e-2 came within 0.05 %, but cost a
+  // reading per direction more (+0.5 s on a 200-unit country, 10 % of its fit), where they moved
+  // the sds by 0.4 % at most.
   for (Index j = 0; j < Xs.cols(); ++j) {
     const double extra = J.col(j).dot(sigma * J.col(j));
     EXPECT_GT(extra, 0.05 * v0[j]) << "the test needs a spread that matters";
-    EXPECT_NEAR(v1[j] - v0[j], extra, 2e-2 * extra) << "x = " << Xs(0, j);
+    EXPECT_NEAR(v1[j] - v0[j], extra, 4e-2 * extra) << "x = " << Xs(0, j);
   }
   // The same rows through the draws: a bag of the one pixel x* has the variance of f plus the noise.
   const int S = 40000;
