@@ -380,7 +380,7 @@ std::vector<Param> make_params() {
        "the interactions. On 200-unit synthetic countries whose covariates act through a hump, a threshold and an "
        "interaction (unit noise 0.3) it lowered the pixel MSE by 40 % and the calibration error from 0.086 to "
        "0.056, and was level on a log-linear truth. Each covariate adds a part to every pass: with four a fit "
-       "takes about twice as long, with 18 a pass costs 5x ard's (docs/experiments.md, docs/benchmarks.md)."},
+       "takes about twice as long, with 18 a pass costs about 4x ard's (docs/experiments.md, docs/benchmarks.md)."},
       {"model.kernel.space",
        T::choice,
        "auto",
