@@ -220,13 +220,6 @@ TEST(Help, EveryAppAnswersVersion) {
   }
 }
 
-TEST(Docs, ConfigurationReferenceIsCurrent) {
-  const auto r = run(bin("vbagg-train") + " --markdown-config");
-  ASSERT_EQ(r.code, 0);
-  EXPECT_EQ(test::read_text(std::string(VBAGG_SOURCE_DIR) + "/docs/configuration.md"), r.output)
-      << "regenerate with: build/apps/vbagg-train --markdown-config > docs/configuration.md";
-}
-
 }  // namespace
 }  // namespace vbagg
 
