@@ -240,14 +240,14 @@ TEST(PointSpread, WidensTheLatentVarianceByTheMeansSensitivity) {
   // 3 % and 8 % at steps of 1e-3, 3e-4 and 1e-4 in the Release build). Which draw of that noise a
   // build gets follows the order of its arithmetic: this seed's worst point is 0.6 % off in Release
   // and 1.5 % in the sanitizer build (Debug, no fused multiply-adds), and 1.5 % and 2.5 % with the
-  // kernel's own path for parts on one input. Over seeds 1-40 of this design, where the spread
-  // adds 5-200 % of q's variance and the evidence has a maximum, the worst point ran 0.3-10 % off
-  // (median about 1 %) on either path; of the 29 seeds whose errors stay under 50 %, the one-input
-  // path was the closer in 9 and the farther in 10 (geometric means 3.0 % and 2.7 %). Read with q
-  // held at the fit instead of following theta, the added variances came out 5 %, 23 %, 96 % and
-  // 68 % off at these four points. Central differences at 1e-2 came within 0.05 %, but cost a
-  // reading per direction more (+0.5 s on a 200-unit country, 10 % of its fit), where they moved
-  // the sds by 0.4 % at most.
+  // kernel's own path for parts on one input. Of seeds 1-40 of this design, the 6 where the spread
+  // adds 5-200 % of q's variance and the evidence has a maximum ran 0.3-10 % off at their worst
+  // point (median about 1 %) on either path; of the 29 seeds whose errors stay under 50 %, the
+  // one-input path was the closer in 9 and the farther in 10 (geometric mean 3.0 %, the general
+  // path's 2.7 %). Read with q held at the fit instead of following theta, the added variances came
+  // out 5 %, 23 %, 96 % and 68 % off at these four points. Central differences at 1e-2 came within
+  // 0.05 %, but cost a reading per direction more (+0.5 s on a 200-unit country, 10 % of its fit),
+  // where they moved the sds by 0.4 % at most.
   for (Index j = 0; j < Xs.cols(); ++j) {
     const double extra = J.col(j).dot(sigma * J.col(j));
     EXPECT_GT(extra, 0.05 * v0[j]) << "the test needs a spread that matters";
