@@ -26,7 +26,10 @@ import numpy as np
 import yaml
 from osgeo import gdal
 
-LEVELS = [0.5, 0.6, 0.7, 0.8, 0.9, 0.95]
+from score_maps import LEVELS, read
+from static_map_error import unit_means
+from unit_month_errors import unit_labels
+from without_spread import without_spread
 
 
 def field_vector(m):
@@ -53,16 +56,6 @@ def set_field(m, v):
         i += n
     if i != len(v):
         sys.exit("the spread's field has entries this script does not place (tasks or mixing)")
-
-
-def read(path):
-    """A raster's first band, its nodata as NaN."""
-    raster = gdal.Open(path)
-    band = raster.GetRasterBand(1)
-    values = band.ReadAsArray().astype(float)
-    if band.GetNoDataValue() is not None:
-        values[values == band.GetNoDataValue()] = np.nan
-    return values
 
 
 def main():
@@ -103,10 +96,7 @@ def main():
 
     F = np.array(spread["field"], dtype=float)
     Q = np.array(spread["q_mean"], dtype=float)
-    bare = copy.deepcopy(model)
-    del bare["point_spread"]
-    if "unit_effect" in bare:
-        bare["unit_effect"].pop("posterior", None)  # latent maps only
+    bare = without_spread(copy.deepcopy(doc))["model"]
     theta, q = field_vector(bare), np.array(bare["q_mean"], dtype=float)
     mean0, var0 = predict("fit", bare)
     _, var_spread = predict("spread", copy.deepcopy(model))
@@ -141,19 +131,10 @@ def main():
         print("| %s | %.3f | %.2f | %.3f |" % ((name,) + score(var)))
 
     # The error of the log mean, split into each unit's mean over its pixels and the rest.
-    grid = gdal.Open(os.path.join(data, "truth_intensity.tif"))
-    units = gdal.GetDriverByName("MEM").Create("", grid.RasterXSize, grid.RasterYSize, 1, gdal.GDT_Int32)
-    units.SetGeoTransform(grid.GetGeoTransform())
-    units.SetProjection(grid.GetProjection())
-    vectors = gdal.OpenEx(os.path.join(data, "units.gpkg"), gdal.OF_VECTOR)
-    layer = vectors.GetLayer(0).GetName()
-    gdal.Rasterize(units, vectors, attribute="unit", SQLStatement=f'SELECT fid AS unit, * FROM "{layer}"')
-    unit = units.ReadAsArray()
+    unit, _ = unit_labels(data, gdal.Open(os.path.join(data, "truth_intensity.tif")))
     inside = ok & (unit > 0)
     error, of = (truth - mean0)[inside], unit[inside]
-    unit_mean = np.zeros_like(error)
-    for u in np.unique(of):
-        unit_mean[of == u] = error[of == u].mean()
+    unit_mean = unit_means(error, np.ones_like(error), of)[of]
     print("\nRMS error of the log mean: %.3f between units, %.3f within them; median latent sd as kept %.3f"
           % (np.sqrt(np.mean(unit_mean ** 2)), np.sqrt(np.mean((error - unit_mean) ** 2)),
              np.median(np.sqrt(var_spread[inside]))))
