@@ -380,7 +380,13 @@ std::vector<Param> make_params() {
        "the interactions. On 200-unit synthetic countries whose covariates act through a hump, a threshold and an "
        "interaction (unit noise 0.3) it lowered the pixel MSE by 40 % and the calibration error from 0.086 to "
        "0.056, and was level on a log-linear truth. Each covariate adds a part to every pass: with four a fit "
-       "takes about twice as long, with 18 a pass costs about 4x ard's (docs/experiments.md, docs/benchmarks.md)."},
+       "takes about twice as long, with 18 a pass costs about 4x ard's (docs/experiments.md, docs/benchmarks.md). "
+       "none: the linear mean alone acts on the covariates (R disaggregation's fixed effects). With about a hundred "
+       "units whose counts vary far beyond Poisson, ard can learn a function of a covariate that the truth does "
+       "not have: on twelve synthetic countries of 109 units (unit noise 0.7) with a log-linear truth, none's "
+       "pixel MSE was a fifth lower than ard's; where the covariates act nonlinearly, none's was higher and its "
+       "intervals too narrow (95 % coverage 0.78 against 0.90). vbagg-eval --cv 5 --set "
+       "model.kernel.covariates=none compares the two on your own units."},
       {"model.kernel.space",
        T::choice,
        "auto",
